@@ -1,0 +1,36 @@
+// A cache entry and its on-disk format (docs/entry-format.md): header with magic and format version, the manifest,
+// metadata, the compiled payload, and a SHA-256 checksum over everything, verified on every read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "aotcache/ir.h"
+#include "aotcache/key.h"
+#include "aotcache/status.h"
+
+namespace aotcache {
+
+constexpr uint32_t k_entry_format_version = 1;
+constexpr std::string_view k_entry_magic = "AOTCACHE";
+
+struct Entry {
+  std::string key_digest;  // 32 raw bytes: the key this entry is stored under
+  Manifest manifest;
+  Value metadata;          // dict of scalars: compile_seconds, created_unix, producer, payload_kind, ...
+  std::string payload;     // the serialized compiled artifact, opaque to the core
+
+  bool operator==(const Entry&) const = default;
+};
+
+std::string encode_entry(const Entry& entry);
+
+// Corruption on bad magic, checksum mismatch, truncation, or a manifest that does not hash to the key;
+// Unsupported on a newer format version. Never crashes on arbitrary bytes.
+Result<Entry> decode_entry(std::string_view bytes);
+
+// A metadata field, or `fallback` when it is absent or of another kind.
+double entry_metadata_number(const Entry& entry, const std::string& field, double fallback);
+
+}  // namespace aotcache

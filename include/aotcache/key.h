@@ -1,0 +1,59 @@
+// The cache key: a canonical encoding of everything that determines a compiled graph, hashed per named component.
+// Each component's digest and a short human summary form the manifest, so a miss can be explained.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aotcache/ir.h"
+#include "aotcache/status.h"
+
+namespace aotcache {
+
+// Version of the canonical encoding and of the component set (docs/key-encoding.md). Bump on any change.
+constexpr uint32_t k_key_schema_version = 1;
+
+// Everything that enters the key. The dict-valued components are Value::dict with string keys.
+struct KeyInputs {
+  const Graph* graph = nullptr;
+  std::vector<InputMeta> inputs;
+  Value autograd_state;  // grad mode, autocast, determinism, matmul precision
+  Value config;          // functorch and Inductor configs (portable form), backend options
+  Value environment;     // torch and Python versions, platform, CPU capability
+  Value user;            // user salt and pinned versions
+};
+
+struct ManifestComponent {
+  std::string name;
+  std::string digest;   // 32 raw bytes of SHA-256
+  std::string summary;  // one short line for humans
+
+  bool operator==(const ManifestComponent&) const = default;
+};
+
+struct Manifest {
+  std::vector<ManifestComponent> components;  // in key order: format, graph, inputs, ...
+
+  const ManifestComponent* find(const std::string& name) const;
+  bool operator==(const Manifest&) const = default;
+};
+
+struct CacheKey {
+  std::string digest;  // 32 raw bytes
+  Manifest manifest;
+
+  std::string hex() const;
+};
+
+// Encodes and hashes all components. Fails with InvalidArgument on a malformed IR (a node reference that does not
+// point to an earlier node, an odd-length dict) and never on well-formed input.
+Result<CacheKey> compute_key(const KeyInputs& inputs);
+
+// The key of a manifest: lets a reader check that an entry's manifest belongs to the key it is stored under.
+std::string key_digest_of(const Manifest& manifest);
+
+// Names of the components whose digests differ (or that only one side has), in manifest order.
+std::vector<std::string> differing_components(const Manifest& a, const Manifest& b);
+
+}  // namespace aotcache

@@ -1,0 +1,42 @@
+// `aotcache explain KEY_A KEY_B`: which key components differ between two entries, with both summaries.
+#include <ostream>
+
+#include "cli/commands.h"
+
+namespace aotcache::cli {
+
+int run_explain(const Invocation& inv) {
+  const auto pos = inv.positional();
+  if (pos.size() != 2) {
+    *inv.err << "usage: aotcache explain KEY_A KEY_B\n";
+    return k_exit_usage;
+  }
+  Entry entries[2];
+  for (int k = 0; k < 2; ++k) {
+    auto key = resolve_key(*inv.store, pos[k]);
+    if (!key.ok()) {
+      *inv.err << "aotcache: " << key.status().to_string() << "\n";
+      return k_exit_failure;
+    }
+    auto got = inv.store->get(*key);
+    if (!got.ok() || !got->has_value()) {
+      *inv.err << "aotcache: " << (got.ok() ? "no entry " + *key : got.status().to_string()) << "\n";
+      return k_exit_failure;
+    }
+    entries[k] = std::move(**got);
+  }
+  const auto diff = differing_components(entries[0].manifest, entries[1].manifest);
+  if (diff.empty()) {
+    *inv.out << "the two keys have identical components\n";
+    return k_exit_ok;
+  }
+  for (const auto& name : diff) {
+    const ManifestComponent* a = entries[0].manifest.find(name);
+    const ManifestComponent* b = entries[1].manifest.find(name);
+    *inv.out << name << ":\n  A: " << (a ? a->summary : "(absent)") << "\n  B: " << (b ? b->summary : "(absent)")
+             << "\n";
+  }
+  return k_exit_ok;
+}
+
+}  // namespace aotcache::cli

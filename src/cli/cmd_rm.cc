@@ -1,0 +1,39 @@
+// `aotcache rm KEY...` and `aotcache clear`: remove entries (counters stay).
+#include <ostream>
+
+#include "cli/commands.h"
+
+namespace aotcache::cli {
+
+int run_rm(const Invocation& inv) {
+  const auto pos = inv.positional();
+  if (pos.empty()) {
+    *inv.err << "usage: aotcache rm KEY...\n";
+    return k_exit_usage;
+  }
+  int rc = k_exit_ok;
+  for (const auto& arg : pos) {
+    auto key = resolve_key(*inv.store, arg);
+    Status s = key.ok() ? inv.store->remove(*key) : key.status();
+    if (!s.ok()) {
+      *inv.err << "aotcache: " << s.to_string() << "\n";
+      rc = k_exit_failure;
+      continue;
+    }
+    *inv.out << "removed " << *key << "\n";
+  }
+  return rc;
+}
+
+int run_clear(const Invocation& inv) {
+  auto entries = inv.store->list();
+  Status s = entries.ok() ? inv.store->clear() : entries.status();
+  if (!s.ok()) {
+    *inv.err << "aotcache: " << s.to_string() << "\n";
+    return k_exit_failure;
+  }
+  *inv.out << "removed " << entries->size() << " entries from " << inv.store->dir() << "\n";
+  return k_exit_ok;
+}
+
+}  // namespace aotcache::cli

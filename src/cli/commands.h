@@ -1,0 +1,37 @@
+// The subcommands of the `aotcache` program, one file each. Each returns the process exit code.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "aotcache/status.h"
+#include "aotcache/store.h"
+
+namespace aotcache::cli {
+
+constexpr int k_exit_ok = 0;
+constexpr int k_exit_failure = 1;  // the operation failed (no such key, I/O error, corrupt entry)
+constexpr int k_exit_usage = 2;    // bad arguments
+
+struct Invocation {
+  LocalStore* store;
+  std::vector<std::string> args;  // after the subcommand name, options included
+  std::ostream* out;
+  std::ostream* err;
+
+  bool flag(const std::string& name) const;       // "--json"
+  std::vector<std::string> positional() const;    // arguments that are not options
+};
+
+// A full key, or a unique prefix of one (at least 4 hex digits) that names exactly one entry.
+Result<std::string> resolve_key(LocalStore& store, const std::string& key_or_prefix);
+
+int run_stats(const Invocation& inv);
+int run_ls(const Invocation& inv);
+int run_show(const Invocation& inv);
+int run_rm(const Invocation& inv);
+int run_clear(const Invocation& inv);
+int run_explain(const Invocation& inv);
+
+}  // namespace aotcache::cli

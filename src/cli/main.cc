@@ -1,0 +1,79 @@
+// The `aotcache` program: manage and inspect a cache directory. Turns Status into exit codes; nothing else does.
+#include <cstring>
+#include <iostream>
+#include <map>
+
+#include "cli/commands.h"
+
+#ifndef AOTCACHE_VERSION
+#define AOTCACHE_VERSION "unknown"
+#endif
+
+namespace {
+
+using aotcache::cli::Invocation;
+
+const char* k_usage =
+    "usage: aotcache [--dir DIR] COMMAND [ARGS]\n"
+    "\n"
+    "Inspect and manage an aotcache cache directory (default: $AOTCACHE_DIR or ~/.cache/aotcache).\n"
+    "\n"
+    "commands:\n"
+    "  stats [--json] [--zero]   cumulative hits, misses, bypasses, errors; entry count and size\n"
+    "  ls [--json]               list entries, newest first\n"
+    "  show KEY [--json]         an entry's header, manifest and metadata (KEY may be a unique prefix)\n"
+    "  explain KEY_A KEY_B       the key components that differ between two entries\n"
+    "  rm KEY...                 remove entries\n"
+    "  clear                     remove all entries (statistics stay)\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir;
+  std::vector<std::string> rest;
+  for (int k = 1; k < argc; ++k) {
+    std::string a = argv[k];
+    if (a == "--help" || a == "-h") {
+      std::cout << k_usage;
+      return aotcache::cli::k_exit_ok;
+    }
+    if (a == "--version") {
+      std::cout << "aotcache " << AOTCACHE_VERSION << "\n";
+      return aotcache::cli::k_exit_ok;
+    }
+    if (a == "--dir" && rest.empty()) {
+      if (k + 1 >= argc) {
+        std::cerr << "aotcache: --dir needs a directory\n" << k_usage;
+        return aotcache::cli::k_exit_usage;
+      }
+      dir = argv[++k];
+      continue;
+    }
+    if (a.rfind("--dir=", 0) == 0 && rest.empty()) {
+      dir = a.substr(6);
+      continue;
+    }
+    rest.push_back(a);
+  }
+  if (rest.empty()) {
+    std::cerr << k_usage;
+    return aotcache::cli::k_exit_usage;
+  }
+  static const std::map<std::string, int (*)(const Invocation&)> k_commands = {
+      {"stats", aotcache::cli::run_stats}, {"ls", aotcache::cli::run_ls},       {"show", aotcache::cli::run_show},
+      {"rm", aotcache::cli::run_rm},       {"clear", aotcache::cli::run_clear}, {"explain", aotcache::cli::run_explain},
+  };
+  auto cmd = k_commands.find(rest[0]);
+  if (cmd == k_commands.end()) {
+    std::cerr << "aotcache: unknown command '" << rest[0] << "'\n" << k_usage;
+    return aotcache::cli::k_exit_usage;
+  }
+  if (dir.empty()) dir = aotcache::default_cache_dir();
+  auto store = aotcache::LocalStore::open(dir);
+  if (!store.ok()) {
+    std::cerr << "aotcache: cannot open cache directory " << dir << ": " << store.status().to_string() << "\n";
+    return aotcache::cli::k_exit_failure;
+  }
+  Invocation inv{store->get(), std::vector<std::string>(rest.begin() + 1, rest.end()), &std::cout, &std::cerr};
+  return cmd->second(inv);
+}

@@ -1,0 +1,202 @@
+// Canonical encoding: typed, tagged and length-prefixed so that two different inputs never encode alike.
+#include "key/canonical_encoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace aotcache::internal {
+
+uint64_t canonical_float_bits(double f) {
+  if (std::isnan(f)) return 0x7ff8000000000000ULL;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+Status encode_value(const Value& v, int64_t node_limit, ByteWriter* out) {
+  switch (v.kind) {
+    case Value::Kind::kNone:
+      out->u8(static_cast<uint8_t>(ValueTag::kNone));
+      return Status();
+    case Value::Kind::kBool:
+      out->u8(static_cast<uint8_t>(ValueTag::kBool));
+      out->u8(v.b ? 1 : 0);
+      return Status();
+    case Value::Kind::kInt:
+      out->u8(static_cast<uint8_t>(ValueTag::kInt));
+      out->i64(v.i);
+      return Status();
+    case Value::Kind::kFloat:
+      out->u8(static_cast<uint8_t>(ValueTag::kFloat));
+      out->u64(canonical_float_bits(v.f));
+      return Status();
+    case Value::Kind::kString:
+      out->u8(static_cast<uint8_t>(ValueTag::kString));
+      out->str(v.s);
+      return Status();
+    case Value::Kind::kNodeRef:
+      if (v.i < 0 || v.i >= node_limit) {
+        return Status::invalid_argument("node reference " + std::to_string(v.i) +
+                                        " does not point to an earlier node (limit " + std::to_string(node_limit) + ")");
+      }
+      out->u8(static_cast<uint8_t>(ValueTag::kNodeRef));
+      out->u32(static_cast<uint32_t>(v.i));
+      return Status();
+    case Value::Kind::kList:
+    case Value::Kind::kTuple:
+    case Value::Kind::kDict: {
+      if (v.kind == Value::Kind::kDict && v.items.size() % 2 != 0) {
+        return Status::invalid_argument("dict value with an odd number of items");
+      }
+      ValueTag tag = v.kind == Value::Kind::kList    ? ValueTag::kList
+                     : v.kind == Value::Kind::kTuple ? ValueTag::kTuple
+                                                     : ValueTag::kDict;
+      out->u8(static_cast<uint8_t>(tag));
+      out->u32(static_cast<uint32_t>(v.kind == Value::Kind::kDict ? v.items.size() / 2 : v.items.size()));
+      for (const Value& item : v.items) AOTCACHE_RETURN_IF_ERROR(encode_value(item, node_limit, out));
+      return Status();
+    }
+    case Value::Kind::kTorchEnum:
+      out->u8(static_cast<uint8_t>(ValueTag::kTorchEnum));
+      out->str(v.s);
+      out->str(v.name);
+      return Status();
+  }
+  return Status::invalid_argument("value of unknown kind " + std::to_string(static_cast<int>(v.kind)));
+}
+
+Status decode_value(ByteReader* in, Value* out, int depth) {
+  constexpr int k_max_depth = 64;
+  if (depth > k_max_depth) return Status::corruption("value nested deeper than " + std::to_string(k_max_depth));
+  uint8_t tag = 0;
+  AOTCACHE_RETURN_IF_ERROR(in->u8(&tag));
+  switch (static_cast<ValueTag>(tag)) {
+    case ValueTag::kNone:
+      *out = Value::none();
+      return Status();
+    case ValueTag::kBool: {
+      uint8_t b = 0;
+      AOTCACHE_RETURN_IF_ERROR(in->u8(&b));
+      if (b > 1) return Status::corruption("bool value " + std::to_string(b));
+      *out = Value::boolean(b == 1);
+      return Status();
+    }
+    case ValueTag::kInt: {
+      uint64_t u = 0;
+      AOTCACHE_RETURN_IF_ERROR(in->u64(&u));
+      *out = Value::integer(static_cast<int64_t>(u));
+      return Status();
+    }
+    case ValueTag::kFloat: {
+      uint64_t u = 0;
+      AOTCACHE_RETURN_IF_ERROR(in->u64(&u));
+      double f = 0;
+      std::memcpy(&f, &u, sizeof f);
+      *out = Value::floating(f);
+      return Status();
+    }
+    case ValueTag::kString: {
+      std::string_view s;
+      AOTCACHE_RETURN_IF_ERROR(in->str(&s));
+      *out = Value::string(std::string(s));
+      return Status();
+    }
+    case ValueTag::kNodeRef: {
+      uint32_t pos = 0;
+      AOTCACHE_RETURN_IF_ERROR(in->u32(&pos));
+      *out = Value::node_ref(pos);
+      return Status();
+    }
+    case ValueTag::kList:
+    case ValueTag::kTuple:
+    case ValueTag::kDict: {
+      uint32_t count = 0;
+      AOTCACHE_RETURN_IF_ERROR(in->u32(&count));
+      const uint64_t items = static_cast<ValueTag>(tag) == ValueTag::kDict ? 2ULL * count : count;
+      // Each item takes at least one byte: a count beyond the remaining bytes is a lie, refuse before allocating.
+      if (items > in->remaining()) return Status::corruption("container claims more items than bytes remain");
+      std::vector<Value> v(items);
+      for (auto& item : v) AOTCACHE_RETURN_IF_ERROR(decode_value(in, &item, depth + 1));
+      *out = static_cast<ValueTag>(tag) == ValueTag::kList    ? Value::list(std::move(v))
+             : static_cast<ValueTag>(tag) == ValueTag::kTuple ? Value::tuple(std::move(v))
+                                                              : Value::dict(std::move(v));
+      return Status();
+    }
+    case ValueTag::kTorchEnum: {
+      std::string_view category, name;
+      AOTCACHE_RETURN_IF_ERROR(in->str(&category));
+      AOTCACHE_RETURN_IF_ERROR(in->str(&name));
+      *out = Value::torch_enum(std::string(category), std::string(name));
+      return Status();
+    }
+  }
+  return Status::corruption("unknown value tag " + std::to_string(tag));
+}
+
+void encode_tensor_meta(const TensorMeta& m, ByteWriter* out) {
+  out->str(m.tensor_type);
+  out->str(m.dtype);
+  out->str(m.device_type);
+  out->str(m.layout);
+  out->u32(static_cast<uint32_t>(m.sizes.size()));
+  for (int64_t s : m.sizes) out->i64(s);
+  out->u32(static_cast<uint32_t>(m.strides.size()));
+  for (int64_t s : m.strides) out->i64(s);
+  out->i64(m.storage_offset);
+  out->u8(m.requires_grad ? 1 : 0);
+  out->u8(m.is_pinned ? 1 : 0);
+}
+
+Status encode_inputs(const std::vector<InputMeta>& inputs, ByteWriter* out) {
+  out->u32(static_cast<uint32_t>(inputs.size()));
+  for (const InputMeta& in : inputs) {
+    if (in.tensor.has_value()) {
+      out->u8('T');
+      encode_tensor_meta(*in.tensor, out);
+    } else {
+      out->u8('S');
+      AOTCACHE_RETURN_IF_ERROR(encode_value(in.scalar, 0, out));
+    }
+  }
+  return Status();
+}
+
+Status encode_graph(const Graph& graph, ByteWriter* out) {
+  out->u32(static_cast<uint32_t>(graph.nodes.size()));
+  for (size_t pos = 0; pos < graph.nodes.size(); ++pos) {
+    const Node& n = graph.nodes[pos];
+    const auto limit = static_cast<int64_t>(pos);
+    out->u8(static_cast<uint8_t>(n.op));
+    out->u8(static_cast<uint8_t>(n.target_kind));
+    // Placeholder targets are argument names and get_attr targets of constants are attribute names: both are
+    // identified by position (and the constant by its content), never by name.
+    const bool named_by_user = n.op == NodeOp::kPlaceholder || (n.op == NodeOp::kGetAttr && n.constant_meta);
+    out->str(named_by_user ? std::string_view() : std::string_view(n.target));
+    out->u32(static_cast<uint32_t>(n.args.size()));
+    for (const Value& a : n.args) AOTCACHE_RETURN_IF_ERROR(encode_value(a, limit, out));
+    // kwargs are by name: their order carries no meaning, so they are sorted.
+    std::vector<const std::pair<std::string, Value>*> sorted;
+    sorted.reserve(n.kwargs.size());
+    for (const auto& kw : n.kwargs) sorted.push_back(&kw);
+    std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+    for (size_t k = 1; k < sorted.size(); ++k) {
+      if (sorted[k]->first == sorted[k - 1]->first) {
+        return Status::invalid_argument("node " + n.name + " has the keyword argument '" + sorted[k]->first + "' twice");
+      }
+    }
+    out->u32(static_cast<uint32_t>(sorted.size()));
+    for (const auto* kw : sorted) {
+      out->str(kw->first);
+      AOTCACHE_RETURN_IF_ERROR(encode_value(kw->second, limit, out));
+    }
+    out->u8(n.constant_meta.has_value() ? 1 : 0);
+    if (n.constant_meta.has_value()) {
+      encode_tensor_meta(*n.constant_meta, out);
+      out->str(n.constant_digest);
+    }
+  }
+  return Status();
+}
+
+}  // namespace aotcache::internal

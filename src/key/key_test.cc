@@ -1,0 +1,145 @@
+// The key: golden digest of a sample graph, stability under renaming, sensitivity to each component.
+#include "aotcache/key.h"
+
+#include <gtest/gtest.h>
+
+#include "base/sha256.h"
+#include "testing/sample_graphs.h"
+
+namespace aotcache {
+namespace {
+
+using testing::linear_relu_graph;
+using testing::linear_relu_inputs;
+
+std::string key_hex(const KeyInputs& in) {
+  auto k = compute_key(in);
+  EXPECT_TRUE(k.ok()) << (k.ok() ? "" : k.status().to_string());
+  return k.ok() ? k->hex() : "";
+}
+
+TEST(Key, GoldenDigest) {
+  Graph g = linear_relu_graph();
+  // Recompute only for a deliberate change of the encoding, together with k_key_schema_version and the docs.
+  EXPECT_EQ(key_hex(linear_relu_inputs(&g)), "ecc92ded93e2acf82ad51486c1ad3fd9ebcfa7eb3d3674126dd7ee44fc53e797");
+}
+
+TEST(Key, ManifestHasEveryComponentInOrder) {
+  Graph g = linear_relu_graph();
+  auto k = compute_key(linear_relu_inputs(&g));
+  ASSERT_TRUE(k.ok());
+  std::vector<std::string> names;
+  for (const auto& c : k->manifest.components) names.push_back(c.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"format", "graph", "inputs", "autograd_state", "config", "environment",
+                                             "user"}));
+  EXPECT_EQ(k->manifest.find("graph")->summary, "6 nodes, 3 inputs, 2 calls: torch._C._nn.linear torch.relu");
+  EXPECT_EQ(k->manifest.find("inputs")->summary, "3 inputs: float32[8, 16] float32[32, 16](grad) float32[32](grad)");
+  EXPECT_EQ(key_digest_of(k->manifest), k->digest);
+}
+
+TEST(Key, NamesDoNotChangeTheKey) {
+  Graph a = linear_relu_graph();
+  Graph b = linear_relu_graph();
+  for (auto& n : b.nodes) {
+    n.name = "renamed_" + n.name;
+    if (n.op == NodeOp::kPlaceholder) n.target = "renamed_" + n.target;
+  }
+  EXPECT_EQ(key_hex(linear_relu_inputs(&a)), key_hex(linear_relu_inputs(&b)));
+}
+
+TEST(Key, KwargOrderDoesNotChangeTheKey) {
+  Graph a = linear_relu_graph();
+  a.nodes[4].kwargs = {{"x", Value::integer(1)}, {"y", Value::integer(2)}};
+  Graph b = linear_relu_graph();
+  b.nodes[4].kwargs = {{"y", Value::integer(2)}, {"x", Value::integer(1)}};
+  EXPECT_EQ(key_hex(linear_relu_inputs(&a)), key_hex(linear_relu_inputs(&b)));
+}
+
+TEST(Key, EachComponentChangesTheKeyAndIsNamed) {
+  Graph g = linear_relu_graph();
+  const KeyInputs base = linear_relu_inputs(&g);
+  auto base_key = compute_key(base);
+  ASSERT_TRUE(base_key.ok());
+
+  Graph g2 = linear_relu_graph();
+  g2.nodes[4].target = "torch.sigmoid";
+  struct Variant {
+    std::string component;
+    KeyInputs in;
+  };
+  std::vector<Variant> variants;
+  variants.push_back({"graph", base});
+  variants.back().in.graph = &g2;
+  variants.push_back({"inputs", base});
+  variants.back().in.inputs[0].tensor->sizes[0] = 9;
+  variants.push_back({"inputs", base});
+  variants.back().in.inputs[0].tensor->dtype = "float64";
+  variants.push_back({"inputs", base});
+  variants.back().in.inputs[0].tensor->requires_grad = true;
+  variants.push_back({"autograd_state", base});
+  variants.back().in.autograd_state = Value::dict({Value::string("grad_enabled"), Value::boolean(false)});
+  variants.push_back({"config", base});
+  variants.back().in.config =
+      Value::dict({Value::string("inductor"), Value::dict({Value::string("max_autotune"), Value::boolean(true)})});
+  variants.push_back({"environment", base});
+  variants.back().in.environment.items[1] = Value::string("2.14.0");
+  variants.push_back({"user", base});
+  variants.back().in.user = Value::dict({Value::string("salt"), Value::string("x")});
+
+  for (const auto& v : variants) {
+    auto k = compute_key(v.in);
+    ASSERT_TRUE(k.ok());
+    EXPECT_NE(k->digest, base_key->digest) << v.component;
+    EXPECT_EQ(differing_components(base_key->manifest, k->manifest), std::vector<std::string>{v.component});
+  }
+}
+
+TEST(Key, TypedScalarArgumentsDiffer) {
+  Graph a = linear_relu_graph();
+  Graph b = linear_relu_graph();
+  Graph c = linear_relu_graph();
+  a.nodes[4].kwargs[0].second = Value::integer(1);
+  b.nodes[4].kwargs[0].second = Value::floating(1.0);
+  c.nodes[4].kwargs[0].second = Value::boolean(true);
+  const std::string ka = key_hex(linear_relu_inputs(&a));
+  const std::string kb = key_hex(linear_relu_inputs(&b));
+  const std::string kc = key_hex(linear_relu_inputs(&c));
+  EXPECT_NE(ka, kb);
+  EXPECT_NE(kb, kc);
+  EXPECT_NE(ka, kc);
+}
+
+TEST(Key, ConstantsKeyedByContentNotName) {
+  Graph a = linear_relu_graph();
+  Node c;
+  c.name = "_tensor_constant0";
+  c.op = NodeOp::kGetAttr;
+  c.target_kind = TargetKind::kAttribute;
+  c.target = "_tensor_constant0";
+  c.constant_meta = testing::tensor({2});
+  c.constant_digest = internal::sha256("bytes-a");
+  a.nodes.insert(a.nodes.begin() + 3, c);
+  for (auto& n : a.nodes) {
+    for (auto& arg : n.args) {
+      if (arg.kind == Value::Kind::kNodeRef && arg.i >= 3) ++arg.i;
+    }
+  }
+  a.nodes.back().args = {Value::tuple({Value::node_ref(5)})};
+  Graph renamed = a;
+  renamed.nodes[3].target = "_tensor_constant7";
+  Graph other_bytes = a;
+  other_bytes.nodes[3].constant_digest = internal::sha256("bytes-b");
+  EXPECT_EQ(key_hex(linear_relu_inputs(&a)), key_hex(linear_relu_inputs(&renamed)));
+  EXPECT_NE(key_hex(linear_relu_inputs(&a)), key_hex(linear_relu_inputs(&other_bytes)));
+}
+
+TEST(Key, MalformedGraphIsAnError) {
+  Graph g = linear_relu_graph();
+  g.nodes[3].args[0] = Value::node_ref(5);  // refers forward
+  auto k = compute_key(linear_relu_inputs(&g));
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace aotcache

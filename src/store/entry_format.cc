@@ -1,0 +1,141 @@
+// Entry encoding v1. Layout and rules: docs/entry-format.md.
+#include <cstring>
+
+#include "aotcache/entry.h"
+#include "base/bytes.h"
+#include "base/sha256.h"
+#include "key/canonical_encoder.h"
+
+namespace aotcache {
+namespace {
+
+using internal::ByteReader;
+using internal::ByteWriter;
+
+enum SectionTag : uint32_t {
+  k_section_manifest = 1,
+  k_section_metadata = 2,
+  k_section_payload = 3,
+};
+
+constexpr size_t k_header_size = 8 + 4 + 4 + 32 + 4;
+
+std::string encode_manifest(const Manifest& m) {
+  ByteWriter w;
+  w.u32(static_cast<uint32_t>(m.components.size()));
+  for (const auto& c : m.components) {
+    w.str(c.name);
+    w.str(c.digest);
+    w.str(c.summary);
+  }
+  return w.take();
+}
+
+Status decode_manifest(std::string_view bytes, Manifest* out) {
+  ByteReader r(bytes);
+  uint32_t count = 0;
+  AOTCACHE_RETURN_IF_ERROR(r.u32(&count));
+  if (count > r.remaining() / 12) return Status::corruption("manifest claims more components than fit");
+  for (uint32_t k = 0; k < count; ++k) {
+    std::string_view name, digest, summary;
+    AOTCACHE_RETURN_IF_ERROR(r.str(&name));
+    AOTCACHE_RETURN_IF_ERROR(r.str(&digest));
+    AOTCACHE_RETURN_IF_ERROR(r.str(&summary));
+    if (digest.size() != internal::k_digest_size) return Status::corruption("manifest digest of wrong size");
+    out->components.push_back({std::string(name), std::string(digest), std::string(summary)});
+  }
+  if (!r.done()) return Status::corruption("trailing bytes after the manifest");
+  return Status();
+}
+
+}  // namespace
+
+std::string encode_entry(const Entry& entry) {
+  ByteWriter w;
+  w.raw(k_entry_magic);
+  w.u32(k_entry_format_version);
+  w.u32(0);  // flags: bits 0-3 compression (0 = none); the rest reserved, must be 0
+  w.raw(entry.key_digest);
+  w.u32(3);
+  const std::string manifest = encode_manifest(entry.manifest);
+  ByteWriter meta;
+  // Metadata is written by aotcache itself: an encoding failure is a programming error caught by the tests.
+  if (!internal::encode_value(entry.metadata, 0, &meta).ok()) meta = ByteWriter();
+  for (const auto& [tag, bytes] : {std::pair<uint32_t, std::string_view>{k_section_manifest, manifest},
+                                   {k_section_metadata, meta.bytes()},
+                                   {k_section_payload, entry.payload}}) {
+    w.u32(tag);
+    w.u64(bytes.size());
+    w.raw(bytes);
+  }
+  const std::string checksum = internal::sha256(w.bytes());
+  w.raw(checksum);
+  return w.take();
+}
+
+Result<Entry> decode_entry(std::string_view bytes) {
+  if (bytes.size() < k_header_size + internal::k_digest_size) {
+    return Status::corruption("entry of " + std::to_string(bytes.size()) + " bytes is shorter than a header");
+  }
+  if (bytes.substr(0, k_entry_magic.size()) != k_entry_magic) return Status::corruption("not an aotcache entry");
+  const std::string_view body = bytes.substr(0, bytes.size() - internal::k_digest_size);
+  if (internal::sha256(body) != bytes.substr(body.size())) return Status::corruption("entry checksum mismatch");
+
+  ByteReader r(body);
+  std::string_view skip;
+  AOTCACHE_RETURN_IF_ERROR(r.raw(k_entry_magic.size(), &skip));
+  uint32_t version = 0, flags = 0, sections = 0;
+  AOTCACHE_RETURN_IF_ERROR(r.u32(&version));
+  if (version > k_entry_format_version) {
+    return Status::unsupported("entry format v" + std::to_string(version) + " is newer than this aotcache (v" +
+                               std::to_string(k_entry_format_version) + ")");
+  }
+  AOTCACHE_RETURN_IF_ERROR(r.u32(&flags));
+  if (flags != 0) return Status::unsupported("entry flags " + std::to_string(flags) + " (compression?) not supported");
+  Entry e;
+  std::string_view key;
+  AOTCACHE_RETURN_IF_ERROR(r.raw(internal::k_digest_size, &key));
+  e.key_digest = std::string(key);
+  AOTCACHE_RETURN_IF_ERROR(r.u32(&sections));
+  bool seen[4] = {false, false, false, false};
+  for (uint32_t s = 0; s < sections; ++s) {
+    uint32_t tag = 0;
+    uint64_t len = 0;
+    AOTCACHE_RETURN_IF_ERROR(r.u32(&tag));
+    AOTCACHE_RETURN_IF_ERROR(r.u64(&len));
+    if (len > r.remaining()) return Status::corruption("section longer than the entry");
+    std::string_view data;
+    AOTCACHE_RETURN_IF_ERROR(r.raw(static_cast<size_t>(len), &data));
+    if (tag < 1 || tag > 3) continue;  // unknown sections are optional by rule: skip
+    if (seen[tag]) return Status::corruption("section " + std::to_string(tag) + " appears twice");
+    seen[tag] = true;
+    if (tag == k_section_manifest) {
+      AOTCACHE_RETURN_IF_ERROR(decode_manifest(data, &e.manifest));
+    } else if (tag == k_section_metadata) {
+      ByteReader mr(data);
+      AOTCACHE_RETURN_IF_ERROR(internal::decode_value(&mr, &e.metadata));
+    } else {
+      e.payload = std::string(data);
+    }
+  }
+  if (!r.done()) return Status::corruption("trailing bytes after the last section");
+  if (!seen[1] || !seen[2] || !seen[3]) return Status::corruption("entry lacks a required section");
+  if (key_digest_of(e.manifest) != e.key_digest) return Status::corruption("manifest does not hash to the entry's key");
+  return e;
+}
+
+double entry_metadata_number(const Entry& entry, const std::string& field, double fallback) {
+  const Value& m = entry.metadata;
+  if (m.kind != Value::Kind::kDict) return fallback;
+  for (size_t k = 0; k + 1 < m.items.size(); k += 2) {
+    if (m.items[k].kind == Value::Kind::kString && m.items[k].s == field) {
+      const Value& v = m.items[k + 1];
+      if (v.kind == Value::Kind::kFloat) return v.f;
+      if (v.kind == Value::Kind::kInt) return static_cast<double>(v.i);
+      return fallback;
+    }
+  }
+  return fallback;
+}
+
+}  // namespace aotcache

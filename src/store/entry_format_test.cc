@@ -1,0 +1,80 @@
+// Entry format: round trip, golden header bytes, and detection of every kind of damage.
+#include <gtest/gtest.h>
+
+#include "aotcache/entry.h"
+#include "base/sha256.h"
+#include "testing/sample_graphs.h"
+
+namespace aotcache {
+namespace {
+
+Entry sample_entry() {
+  Graph g = testing::linear_relu_graph();
+  auto k = compute_key(testing::linear_relu_inputs(&g));
+  EXPECT_TRUE(k.ok());
+  Entry e;
+  e.key_digest = k->digest;
+  e.manifest = k->manifest;
+  e.metadata = Value::dict({Value::string("compile_seconds"), Value::floating(12.5), Value::string("producer"),
+                            Value::string("test")});
+  e.payload = std::string("compiled\0artifact", 17);
+  return e;
+}
+
+TEST(EntryFormat, RoundTrip) {
+  const Entry e = sample_entry();
+  auto back = decode_entry(encode_entry(e));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, e);
+  EXPECT_DOUBLE_EQ(entry_metadata_number(*back, "compile_seconds", -1), 12.5);
+  EXPECT_DOUBLE_EQ(entry_metadata_number(*back, "absent", -1), -1);
+}
+
+TEST(EntryFormat, GoldenHeader) {
+  const std::string bytes = encode_entry(sample_entry());
+  // magic "AOTCACHE", version 1, flags 0, then the key digest.
+  EXPECT_EQ(internal::to_hex(bytes.substr(0, 16)), "414f5443414348450100000000000000");
+  EXPECT_EQ(bytes.substr(16, 32), sample_entry().key_digest);
+  EXPECT_EQ(internal::sha256(std::string_view(bytes).substr(0, bytes.size() - 32)), bytes.substr(bytes.size() - 32));
+}
+
+TEST(EntryFormat, EveryBitFlipIsDetected) {
+  const std::string bytes = encode_entry(sample_entry());
+  for (size_t pos = 0; pos < bytes.size(); ++pos) {
+    std::string bad = bytes;
+    bad[pos] = static_cast<char>(bad[pos] ^ 0x10);
+    auto r = decode_entry(bad);
+    ASSERT_FALSE(r.ok()) << "flip at byte " << pos;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  }
+}
+
+TEST(EntryFormat, EveryTruncationIsDetected) {
+  const std::string bytes = encode_entry(sample_entry());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    auto r = decode_entry(std::string_view(bytes).substr(0, n));
+    ASSERT_FALSE(r.ok()) << "truncated to " << n;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  }
+}
+
+TEST(EntryFormat, NewerVersionIsUnsupported) {
+  std::string bytes = encode_entry(sample_entry());
+  bytes[8] = 2;  // version 2
+  std::string body = bytes.substr(0, bytes.size() - 32);
+  bytes = body + internal::sha256(body);  // a well-formed entry of a future version
+  auto r = decode_entry(bytes);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+}
+
+TEST(EntryFormat, ManifestMustHashToKey) {
+  Entry e = sample_entry();
+  e.key_digest = internal::sha256("another key");
+  auto r = decode_entry(encode_entry(e));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace aotcache

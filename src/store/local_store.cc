@@ -1,0 +1,132 @@
+// Local store layout: <dir>/entries/<2 hex>/<64 hex>.aotc, <dir>/tmp/ for atomic writes, <dir>/stats (+ .lock).
+#include "aotcache/store.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "base/sha256.h"
+
+namespace aotcache {
+namespace {
+
+constexpr const char* k_entry_suffix = ".aotc";
+constexpr const char* k_stats_header = "aotcache-stats 1";
+
+std::string cachedir_tag() {
+  return "Signature: 8a477f597d28d172789f06886806bc55\n"
+         "# This file is a cache directory tag created by aotcache.\n"
+         "# For information about cache directory tags see https://bford.info/cachedir/\n";
+}
+
+}  // namespace
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("AOTCACHE_DIR"); d != nullptr && *d != '\0') return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') return std::string(x) + "/aotcache";
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && *home != '\0' ? home : "/tmp") + "/.cache/aotcache";
+}
+
+bool is_valid_key_hex(const std::string& key_hex) {
+  if (key_hex.size() != 2 * internal::k_digest_size) return false;
+  for (char c : key_hex) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+Result<std::unique_ptr<LocalStore>> LocalStore::open(const std::string& dir, FileSystem* fs) {
+  if (dir.empty()) return Status::invalid_argument("empty cache directory");
+  std::string clean = dir;
+  while (clean.size() > 1 && clean.back() == '/') clean.pop_back();
+  AOTCACHE_RETURN_IF_ERROR(fs->create_dirs(clean + "/entries"));
+  AOTCACHE_RETURN_IF_ERROR(fs->create_dirs(clean + "/tmp"));
+  AOTCACHE_ASSIGN_OR_RETURN(auto tag, fs->read_file(clean + "/CACHEDIR.TAG"));
+  if (!tag.has_value()) AOTCACHE_RETURN_IF_ERROR(fs->write_file_atomic(clean + "/CACHEDIR.TAG", cachedir_tag(), clean + "/tmp"));
+  return std::unique_ptr<LocalStore>(new LocalStore(clean, fs));
+}
+
+std::string LocalStore::entry_path(const std::string& key_hex) const {
+  return dir_ + "/entries/" + key_hex.substr(0, 2) + "/" + key_hex + k_entry_suffix;
+}
+
+Result<std::optional<Entry>> LocalStore::get(const std::string& key_hex) {
+  if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
+  AOTCACHE_ASSIGN_OR_RETURN(auto bytes, fs_->read_file(entry_path(key_hex)));
+  if (!bytes.has_value()) return std::optional<Entry>();
+  AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_entry(*bytes));
+  if (internal::to_hex(e.key_digest) != key_hex) return Status::corruption("entry stored under another key's name");
+  return std::optional<Entry>(std::move(e));
+}
+
+Status LocalStore::put(const Entry& entry) {
+  const std::string key_hex = internal::to_hex(entry.key_digest);
+  if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("entry without a valid key digest");
+  AOTCACHE_RETURN_IF_ERROR(fs_->create_dirs(dir_ + "/entries/" + key_hex.substr(0, 2)));
+  return fs_->write_file_atomic(entry_path(key_hex), encode_entry(entry), dir_ + "/tmp");
+}
+
+Status LocalStore::remove(const std::string& key_hex) {
+  if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
+  return fs_->remove_file(entry_path(key_hex));
+}
+
+Result<std::vector<EntryInfo>> LocalStore::list() {
+  std::vector<EntryInfo> out;
+  AOTCACHE_ASSIGN_OR_RETURN(auto shards, fs_->list_dir(dir_ + "/entries"));
+  for (const DirEntry& shard : shards) {
+    if (!shard.is_dir) continue;
+    AOTCACHE_ASSIGN_OR_RETURN(auto files, fs_->list_dir(dir_ + "/entries/" + shard.name));
+    for (const DirEntry& f : files) {
+      const std::string suffix = k_entry_suffix;
+      if (f.is_dir || f.name.size() <= suffix.size() || f.name.substr(f.name.size() - suffix.size()) != suffix) continue;
+      std::string key_hex = f.name.substr(0, f.name.size() - suffix.size());
+      if (!is_valid_key_hex(key_hex)) continue;
+      out.push_back({std::move(key_hex), f.size, f.mtime_unix});
+    }
+  }
+  return out;
+}
+
+Status LocalStore::clear() {
+  AOTCACHE_ASSIGN_OR_RETURN(auto entries, list());
+  for (const EntryInfo& e : entries) AOTCACHE_RETURN_IF_ERROR(remove(e.key_hex));
+  return Status();
+}
+
+Result<Counters> LocalStore::read_counters_unlocked() {
+  Counters out;
+  AOTCACHE_ASSIGN_OR_RETURN(auto text, fs_->read_file(dir_ + "/stats"));
+  if (!text.has_value()) return out;
+  std::istringstream in(*text);
+  std::string line;
+  if (!std::getline(in, line) || line != k_stats_header) return out;  // unknown or damaged: start over
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string name;
+    int64_t value = 0;
+    if (fields >> name >> value) out[name] = value;
+  }
+  return out;
+}
+
+Result<Counters> LocalStore::read_counters() {
+  AOTCACHE_ASSIGN_OR_RETURN(auto lock, fs_->lock_file(dir_ + "/stats.lock"));
+  return read_counters_unlocked();
+}
+
+Status LocalStore::add_counters(const Counters& delta) {
+  AOTCACHE_ASSIGN_OR_RETURN(auto lock, fs_->lock_file(dir_ + "/stats.lock"));
+  AOTCACHE_ASSIGN_OR_RETURN(Counters c, read_counters_unlocked());
+  for (const auto& [name, value] : delta) c[name] += value;
+  std::string text = std::string(k_stats_header) + "\n";
+  for (const auto& [name, value] : c) text += name + " " + std::to_string(value) + "\n";
+  return fs_->write_file_atomic(dir_ + "/stats", text, dir_ + "/tmp");
+}
+
+Status LocalStore::zero_counters() {
+  AOTCACHE_ASSIGN_OR_RETURN(auto lock, fs_->lock_file(dir_ + "/stats.lock"));
+  return fs_->write_file_atomic(dir_ + "/stats", std::string(k_stats_header) + "\n", dir_ + "/tmp");
+}
+
+}  // namespace aotcache
