@@ -23,6 +23,8 @@ struct Value {
     kTuple = 7,
     kDict = 8,       // ordered (key, value) pairs: `items` alternates key, value
     kTorchEnum = 9,  // a torch constant by name: `s` is the category (dtype, device, layout, ...), `name` the value
+    kSlice = 10,     // slice(start, stop, step): `items` holds the three values
+    kEllipsis = 11,  // Python's ...
   };
 
   Kind kind = Kind::kNone;
@@ -44,6 +46,8 @@ struct Value {
   // REQUIRES: v.size() is even (key, value, key, value, ...).
   static Value dict(std::vector<Value> v);
   static Value torch_enum(std::string category, std::string name);
+  static Value slice(Value start, Value stop, Value step);
+  static Value ellipsis();
 
   bool operator==(const Value&) const = default;
 };
@@ -94,6 +98,7 @@ enum class TargetKind : uint8_t {
   kHigherOrderOp = 7,   // "torch.ops.higher_order.cond"
   kPythonFunction = 8,  // any other Python callable: not cacheable until pinned
   kAttribute = 9,       // get_attr: a constant tensor of the graph module
+  kCustomOp = 10,       // an OpOverload outside aten/prims: "mylib::op.default"
 };
 
 const char* target_kind_name(TargetKind kind);

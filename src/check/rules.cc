@@ -18,7 +18,7 @@ struct Rule {
 
 // Allowed: op overloads, torch functions (their code is pinned by the torch version in the environment component),
 // operator and builtins, tensor methods. Everything else bypasses until a later rule pins it into the key.
-constexpr std::array<Rule, 12> k_rules = {{
+constexpr std::array<Rule, 13> k_rules = {{
     {NodeOp::kPlaceholder, TargetKind::kNone, Verdict::kAllow, "", ""},
     {NodeOp::kOutput, TargetKind::kNone, Verdict::kAllow, "", ""},
     {NodeOp::kCallFunction, TargetKind::kAtenOp, Verdict::kAllow, "", ""},
@@ -29,6 +29,8 @@ constexpr std::array<Rule, 12> k_rules = {{
     {NodeOp::kGetAttr, TargetKind::kAttribute, Verdict::kAllow, "", ""},
     {NodeOp::kCallFunction, TargetKind::kPythonFunction, Verdict::kBypass, "python_function",
      "calls a Python function whose code is not part of the key"},
+    {NodeOp::kCallFunction, TargetKind::kCustomOp, Verdict::kBypass, "custom_op",
+     "is a custom op whose implementation is not pinned into the key"},
     {NodeOp::kCallFunction, TargetKind::kHigherOrderOp, Verdict::kBypass, "higher_order_op",
      "is a higher-order op, not supported yet"},
     {NodeOp::kCallModule, TargetKind::kModule, Verdict::kBypass, "call_module",

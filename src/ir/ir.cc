@@ -67,6 +67,19 @@ Value Value::torch_enum(std::string category, std::string name) {
   return out;
 }
 
+Value Value::slice(Value start, Value stop, Value step) {
+  Value out;
+  out.kind = Kind::kSlice;
+  out.items = {std::move(start), std::move(stop), std::move(step)};
+  return out;
+}
+
+Value Value::ellipsis() {
+  Value out;
+  out.kind = Kind::kEllipsis;
+  return out;
+}
+
 const char* node_op_name(NodeOp op) {
   switch (op) {
     case NodeOp::kPlaceholder: return "placeholder";
@@ -91,6 +104,7 @@ const char* target_kind_name(TargetKind kind) {
     case TargetKind::kHigherOrderOp: return "higher_order_op";
     case TargetKind::kPythonFunction: return "python_function";
     case TargetKind::kAttribute: return "attribute";
+    case TargetKind::kCustomOp: return "custom_op";
   }
   return "unknown";
 }

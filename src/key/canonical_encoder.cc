@@ -62,6 +62,14 @@ Status encode_value(const Value& v, int64_t node_limit, ByteWriter* out) {
       out->str(v.s);
       out->str(v.name);
       return Status();
+    case Value::Kind::kSlice:
+      if (v.items.size() != 3) return Status::invalid_argument("slice value without exactly three items");
+      out->u8(static_cast<uint8_t>(ValueTag::kSlice));
+      for (const Value& item : v.items) AOTCACHE_RETURN_IF_ERROR(encode_value(item, node_limit, out));
+      return Status();
+    case Value::Kind::kEllipsis:
+      out->u8(static_cast<uint8_t>(ValueTag::kEllipsis));
+      return Status();
   }
   return Status::invalid_argument("value of unknown kind " + std::to_string(static_cast<int>(v.kind)));
 }
@@ -130,6 +138,17 @@ Status decode_value(ByteReader* in, Value* out, int depth) {
       *out = Value::torch_enum(std::string(category), std::string(name));
       return Status();
     }
+    case ValueTag::kSlice: {
+      Value start, stop, step;
+      AOTCACHE_RETURN_IF_ERROR(decode_value(in, &start, depth + 1));
+      AOTCACHE_RETURN_IF_ERROR(decode_value(in, &stop, depth + 1));
+      AOTCACHE_RETURN_IF_ERROR(decode_value(in, &step, depth + 1));
+      *out = Value::slice(std::move(start), std::move(stop), std::move(step));
+      return Status();
+    }
+    case ValueTag::kEllipsis:
+      *out = Value::ellipsis();
+      return Status();
   }
   return Status::corruption("unknown value tag " + std::to_string(tag));
 }

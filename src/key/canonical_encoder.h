@@ -22,6 +22,8 @@ enum class ValueTag : uint8_t {
   kTuple = 0x07,
   kDict = 0x08,
   kTorchEnum = 0x09,
+  kSlice = 0x0a,
+  kEllipsis = 0x0b,
 };
 
 // `node_limit`: node references must be < node_limit (the position of the node being encoded).

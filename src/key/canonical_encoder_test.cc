@@ -29,6 +29,11 @@ TEST(CanonicalEncoder, ScalarGoldenBytes) {
   EXPECT_EQ(hex_of(Value::torch_enum("dtype", "float32")), "0905000000647479706507000000666c6f61743332");
 }
 
+TEST(CanonicalEncoder, SliceAndEllipsisGoldenBytes) {
+  EXPECT_EQ(hex_of(Value::slice(Value::none(), Value::integer(2), Value::none())), "0a0002020000000000000000");
+  EXPECT_EQ(hex_of(Value::ellipsis()), "0b");
+}
+
 TEST(CanonicalEncoder, ContainersGoldenBytes) {
   EXPECT_EQ(hex_of(Value::list({Value::integer(1)})), "0601000000020100000000000000");
   EXPECT_EQ(hex_of(Value::tuple({})), "0700000000");
@@ -61,7 +66,9 @@ TEST(CanonicalEncoder, RejectsForwardNodeReference) {
 
 TEST(CanonicalEncoder, DecodeRoundTrip) {
   Value v = Value::dict({Value::string("a"), Value::list({Value::integer(-5), Value::floating(2.5), Value::none()}),
-                         Value::string("b"), Value::tuple({Value::boolean(false), Value::torch_enum("device", "cpu")})});
+                         Value::string("b"), Value::tuple({Value::boolean(false), Value::torch_enum("device", "cpu")}),
+                         Value::string("c"), Value::list({Value::slice(Value::integer(1), Value::none(), Value::none()),
+                                                          Value::ellipsis()})});
   ByteWriter w;
   ASSERT_TRUE(encode_value(v, 0, &w).ok());
   ByteReader r(w.bytes());

@@ -57,6 +57,10 @@ std::string value_to_text(const Value& v) {
       return out + "}";
     }
     case Value::Kind::kTorchEnum: return v.name;
+    case Value::Kind::kSlice:
+      return "slice(" + value_to_text(v.items[0]) + ", " + value_to_text(v.items[1]) + ", " +
+             value_to_text(v.items[2]) + ")";
+    case Value::Kind::kEllipsis: return "...";
   }
   return "?";
 }

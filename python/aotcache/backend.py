@@ -1,0 +1,191 @@
+"""The `aotcache` torch.compile backend: capture -> check -> key -> lookup -> load, or compile -> store.
+
+A cache problem never fails the user's compile: every fault is counted, logged, and falls back to compiling.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import torch
+
+from aotcache import _core, capture, compiler, counters, global_state, settings
+from aotcache.errors import Bypass
+
+log = logging.getLogger("aotcache")
+
+_stores_lock = threading.Lock()
+_stores: dict[str, _core.LocalStore] = {}
+_unavailable_dirs: set[str] = set()
+
+
+def _open_store(cache_dir: str) -> _core.LocalStore | None:
+    """The store for `cache_dir`, opened once per process; None (reported once) when it cannot be used."""
+    with _stores_lock:
+        if cache_dir in _stores:
+            return _stores[cache_dir]
+        try:
+            store = _core.LocalStore.open(cache_dir)
+        except _core.CacheError as e:
+            if cache_dir not in _unavailable_dirs:
+                _unavailable_dirs.add(cache_dir)
+                log.warning("cache directory %s is unusable, compiling without cache: %s", cache_dir, e)
+            return None
+        _stores[cache_dir] = store
+        return store
+
+
+def _inductor_options(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    if mode is not None and mode != "default":
+        opts.update(torch._inductor.list_mode_options(mode))
+    opts.update(options or {})
+    return opts
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f}ms"
+
+
+def aotcache_backend(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """Compiles `gm` like backend="inductor", through the cache. Registered as torch.compile(backend="aotcache")."""
+    t_start = time.perf_counter()
+    cfg = settings.current()
+    opts = _inductor_options(mode, options)
+    if not cfg.enabled:
+        return _compile_bypassed(gm, example_inputs, opts, Bypass("disabled", "AOTCACHE_DISABLE is set"), None)
+    store = _open_store(cfg.cache_dir)
+    try:
+        graph = capture.capture_graph(gm)
+        inputs = capture.capture_inputs(example_inputs)
+        verdict = _core.check_graph(graph)
+        if verdict is not None:
+            raise Bypass(*verdict)
+        key = _core.compute_key(
+            graph,
+            inputs,
+            global_state.autograd_state(),
+            global_state.config_state(opts),
+            global_state.environment(),
+            global_state.user_state(cfg.salt),
+        )
+    except Bypass as b:
+        return _compile_bypassed(gm, example_inputs, opts, b, store)
+    except Exception as e:  # a bug of aotcache's capture must not break the user's compile
+        log.warning("internal error while computing the key, compiling without cache", exc_info=True)
+        counters.record({"errors": 1, "error.internal": 1}, store)
+        return _compile_bypassed(gm, example_inputs, opts, Bypass("internal_error", repr(e)), store)
+    if store is None:
+        counters.record({"errors": 1, "error.store_unavailable": 1}, None)
+        return _compile_bypassed(gm, example_inputs, opts, Bypass("store_unavailable", cfg.cache_dir), None)
+    t_key = time.perf_counter()
+
+    fn = _try_hit(store, key, t_start, t_key)
+    if fn is not None:
+        return fn
+    return _compile_and_store(gm, example_inputs, opts, store, key, t_start, t_key)
+
+
+def _try_hit(store: _core.LocalStore, key: _core.CacheKey, t_start: float, t_key: float) -> Callable | None:
+    try:
+        entry = store.get(key.hex)
+    except _core.CorruptEntryError as e:
+        log.warning("entry %s is corrupt, recompiling: %s", key.hex[:16], e)
+        counters.record({"errors": 1, "error.corrupt_entry": 1}, store)
+        _remove_quietly(store, key.hex)
+        return None
+    except _core.CacheError as e:
+        log.warning("cannot read entry %s, recompiling: %s", key.hex[:16], e)
+        counters.record({"errors": 1, "error.store_read": 1}, store)
+        return None
+    if entry is None:
+        return None
+    t_lookup = time.perf_counter()
+    try:
+        fn = compiler.load_serialized(entry.payload)
+    except Exception as e:  # a payload torch cannot load is as good as corrupt
+        log.warning("entry %s could not be loaded, recompiling: %r", key.hex[:16], e)
+        counters.record({"errors": 1, "error.load_failed": 1}, store)
+        _remove_quietly(store, key.hex)
+        return None
+    t_load = time.perf_counter()
+    saved = float(entry.metadata.get("compile_seconds", 0.0)) if isinstance(entry.metadata, dict) else 0.0
+    counters.record({"hits": 1, "bytes_read": len(entry.payload), "saved_us": int(saved * 1e6)}, store)
+    log.info(
+        "hit key=%s key_time=%s lookup=%s load=%s total=%s",
+        key.hex[:16],
+        _ms(t_key - t_start),
+        _ms(t_lookup - t_key),
+        _ms(t_load - t_lookup),
+        _ms(t_load - t_start),
+    )
+    return fn
+
+
+def _compile_and_store(gm, example_inputs, opts, store, key, t_start: float, t_key: float) -> Callable:
+    t_compile = time.perf_counter()
+    try:
+        fn, payload = compiler.compile_serializable(gm, example_inputs, opts)
+    except Bypass as b:
+        compiled = getattr(b, "compiled", None)
+        if compiled is None:
+            return _compile_bypassed(gm, example_inputs, opts, b, store)
+        counters.record({"bypasses": 1, f"bypass.{b.code}": 1}, store)
+        log.info("bypass reason=%s: %s", b.code, b.message)
+        return compiled
+    except Exception:
+        # Compiling through the serializable path failed: try the plain path once; its error is the user's.
+        log.warning("serializable compile failed, compiling without cache", exc_info=True)
+        counters.record({"errors": 1, "error.compile_failed": 1}, store)
+        return _compile_bypassed(gm, example_inputs, opts, Bypass("compile_failed", "see the warning above"), store)
+    compile_s = time.perf_counter() - t_compile
+    metadata = {
+        "compile_seconds": compile_s,
+        "created_unix": int(time.time()),
+        "producer": f"aotcache {_core.__version__}",
+        "torch": str(torch.__version__),
+        "payload_kind": "inductor_aot_artifact",
+    }
+    delta = {"misses": 1, "compile_us": int(compile_s * 1e6)}
+    t_put = time.perf_counter()
+    try:
+        delta["bytes_written"] = store.put(key, payload, metadata)
+    except _core.CacheError as e:
+        log.warning("cannot store entry %s (the compile is used anyway): %s", key.hex[:16], e)
+        delta.update({"errors": 1, "error.store_write": 1})
+    t_end = time.perf_counter()
+    counters.record(delta, store)
+    log.info(
+        "miss key=%s key_time=%s compile=%s store=%s bytes=%d total=%s",
+        key.hex[:16],
+        _ms(t_key - t_start),
+        _ms(compile_s),
+        _ms(t_end - t_put),
+        len(payload),
+        _ms(t_end - t_start),
+    )
+    return fn
+
+
+def _compile_bypassed(gm, example_inputs, opts, bypass: Bypass, store) -> Callable:
+    t0 = time.perf_counter()
+    counters.record({"bypasses": 1, f"bypass.{bypass.code}": 1}, store)
+    fn = compiler.compile_plain(gm, example_inputs, opts)
+    log.info("bypass reason=%s compile=%s: %s", bypass.code, _ms(time.perf_counter() - t0), bypass.message)
+    return fn
+
+
+def _remove_quietly(store: _core.LocalStore, key_hex: str) -> None:
+    try:
+        store.remove(key_hex)
+    except _core.CacheError as e:
+        log.warning("cannot remove entry %s: %s", key_hex[:16], e)

@@ -1,0 +1,161 @@
+"""Capture: turns Dynamo's GraphModule and example inputs into the C++ IR.
+
+Only what torch alone can tell is gathered here (target identities, tensor metadata, constant bytes); encoding,
+hashing and the cacheability rules are C++. Anything this module cannot express raises `Bypass` (fail closed).
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+
+from aotcache import _core
+from aotcache.errors import Bypass
+
+_ATEN_NAMESPACES = {"aten", "prims"}
+_ELLIPSIS = _core.EllipsisTag()
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _strip_torch(name: str) -> str:
+    return name[len("torch.") :] if name.startswith("torch.") else name
+
+
+def tensor_meta(t: torch.Tensor, what: str) -> _core.TensorMeta:
+    """Metadata of a plain tensor or parameter; a subclass or a symbolic size bypasses."""
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        raise Bypass("tensor_subclass", f"{what} is a {type(t).__module__}.{type(t).__qualname__}")
+    sizes, strides = t.shape, t.stride()
+    if any(isinstance(s, _SYMBOLIC) for s in (*sizes, *strides, t.storage_offset())):
+        raise Bypass("dynamic_shapes", f"{what} has symbolic sizes; dynamic shapes are not supported yet")
+    return _core.TensorMeta(
+        dtype=_strip_torch(str(t.dtype)),
+        device_type=t.device.type,
+        sizes=list(sizes),
+        strides=list(strides),
+        storage_offset=int(t.storage_offset()),
+        requires_grad=bool(t.requires_grad),
+        layout=_strip_torch(str(t.layout)),
+        is_pinned=bool(t.device.type == "cpu" and t.is_pinned()),
+        tensor_type="Parameter" if isinstance(t, torch.nn.Parameter) else "Tensor",
+    )
+
+
+def capture_inputs(example_inputs: Sequence[Any]) -> list:
+    """One entry per graph input: a TensorMeta, or the int/float/bool value itself."""
+    out: list = []
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.Tensor):
+            out.append(tensor_meta(x, f"input {i}"))
+        elif isinstance(x, _SYMBOLIC):
+            raise Bypass("dynamic_shapes", f"input {i} is a symbolic {type(x).__name__}; not supported yet")
+        elif type(x) in (int, float, bool):
+            out.append(x)
+        else:
+            raise Bypass("unsupported_input", f"input {i} is a {type(x).__module__}.{type(x).__qualname__}")
+    return out
+
+
+def _classify_function(target: Any) -> tuple[str, str]:
+    if isinstance(target, torch._ops.OpOverload):
+        name = f"{target.namespace}::{target._opname}.{target._overloadname}"
+        return ("aten_op" if target.namespace in _ATEN_NAMESPACES else "custom_op"), name
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return "higher_order_op", f"torch.ops.higher_order.{target.name()}"
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or type(target).__qualname__
+    if module in ("_operator", "operator") and getattr(operator, name, None) is target:
+        return "operator", f"operator.{name}"
+    if module == "builtins" and getattr(builtins, name, None) is target:
+        return "builtin", name
+    if module == "torch" or module.startswith(("torch.", "torch._C")):
+        return "torch_function", f"{module}.{name}"
+    return "python_function", f"{module}.{name}"
+
+
+class _ArgNormalizer:
+    """Maps FX argument values to the plain and tagged values the IR binding accepts."""
+
+    def __init__(self, positions: dict[torch.fx.Node, int]):
+        self._positions = positions
+
+    def __call__(self, value: Any, where: str) -> Any:
+        t = type(value)
+        if value is None or t in (bool, int, float, str):
+            return value
+        if t is torch.fx.Node:
+            return _core.NodeRef(self._positions[value])
+        if t in (list, tuple, torch.Size):
+            items = [self(v, where) for v in value]
+            return items if t is list else tuple(items)
+        if t is dict:
+            return {self(k, where): self(v, where) for k, v in value.items()}
+        if t is slice:
+            return _core.Slice(self(value.start, where), self(value.stop, where), self(value.step, where))
+        if value is Ellipsis:
+            return _ELLIPSIS
+        if t is torch.dtype:
+            return _core.TorchEnum("dtype", _strip_torch(str(value)))
+        if t is torch.device:
+            return _core.TorchEnum("device", str(value))
+        if t is torch.layout:
+            return _core.TorchEnum("layout", _strip_torch(str(value)))
+        if t is torch.memory_format:
+            return _core.TorchEnum("memory_format", _strip_torch(str(value)))
+        if isinstance(value, _SYMBOLIC):
+            raise Bypass("dynamic_shapes", f"{where} has a symbolic argument; not supported yet")
+        raise Bypass("unencodable_value", f"{where} has an argument of type {t.__module__}.{t.__qualname__}")
+
+
+def capture_graph(gm: torch.fx.GraphModule) -> _core.Graph:
+    """The IR of `gm`: nodes in order, referred to by position."""
+    graph = _core.Graph()
+    positions: dict[torch.fx.Node, int] = {}
+    normalize = _ArgNormalizer(positions)
+    for node in gm.graph.nodes:
+        where = f"node {node.name}"
+        constant_meta = constant_bytes = None
+        if node.op in ("placeholder", "output"):
+            kind, target = "none", str(node.target)
+        elif node.op == "call_function":
+            kind, target = _classify_function(node.target)
+        elif node.op == "call_method":
+            kind, target = "tensor_method", str(node.target)
+        elif node.op == "call_module":
+            sub = gm.get_submodule(node.target)
+            kind, target = "module", f"{type(sub).__module__}.{type(sub).__qualname__}"
+        elif node.op == "get_attr":
+            kind, target = "attribute", str(node.target)
+            value = _fetch_attr(gm, node.target)
+            if isinstance(value, torch.Tensor):
+                constant_meta = tensor_meta(value, f"{where} (constant {node.target})")
+                constant_bytes = _tensor_bytes(value)
+        else:
+            raise Bypass("unknown_node", f"{where} has op {node.op}")
+        args = normalize(node.args, where)
+        kwargs = {k: normalize(v, where) for k, v in node.kwargs.items()}
+        try:
+            positions[node] = graph.add_node(
+                node.name, node.op, kind, target, args, kwargs, constant_meta, constant_bytes
+            )
+        except _core.UnencodableError as e:
+            raise Bypass("unencodable_value", f"{where} (target {target}): {e}") from None
+    return graph
+
+
+def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    flat = t.detach().to("cpu").contiguous()
+    return bytes(flat.untyped_storage())[flat.storage_offset() * flat.element_size() :][
+        : flat.numel() * flat.element_size()
+    ]

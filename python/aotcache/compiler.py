@@ -1,0 +1,78 @@
+"""Compiling and loading: AOTAutograd + Inductor through `standalone_compile(aot=True)`, whose result serializes
+to bytes, and the reverse. Torch's own AOTAutograd and FX graph caches are sandboxed while aotcache compiles, so
+they neither serve nor keep aotcache's compiles: a hit is aotcache's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Iterator, Sequence
+from unittest import mock
+
+import torch
+import torch._functorch.config as functorch_config
+import torch._inductor.config as inductor_config
+
+from aotcache.errors import Bypass
+
+
+@contextlib.contextmanager
+def _sandboxed_torch_caches() -> Iterator[None]:
+    """Torch needs its AOTAutograd cache switched on to make a result serializable; point it at an empty,
+    throw-away directory so it can only miss, and remove what it wrote."""
+    from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
+    from torch._inductor.codecache import FxGraphCache
+
+    tmp = tempfile.mkdtemp(prefix="aotcache-torch-")
+    try:
+        with (
+            mock.patch.object(FxGraphCache, "_get_tmp_dir", staticmethod(lambda: os.path.join(tmp, "fxgraph"))),
+            mock.patch.object(
+                AOTAutogradCache, "_get_tmp_dir", classmethod(lambda cls: os.path.join(tmp, "aotautograd"))
+            ),
+            inductor_config.patch(fx_graph_cache=True, fx_graph_remote_cache=False),
+            functorch_config.patch(enable_autograd_cache=True, enable_remote_autograd_cache=False),
+        ):
+            yield
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def compile_serializable(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, Any]
+) -> tuple[Callable[..., Any], bytes]:
+    """Compiles `gm` and returns (callable, payload bytes).
+
+    Raises `Bypass` with the compiled callable attached as `.compiled` when compiling worked but torch could not
+    make the result serializable (its own cacheability check refused the graph).
+    """
+    if torch.compiler.config.force_disable_caches:
+        raise Bypass("torch_caches_disabled", "torch.compiler.config.force_disable_caches is set")
+    with _sandboxed_torch_caches():
+        artifact = torch._inductor.standalone_compile(
+            gm, list(example_inputs), dynamic_shapes="from_tracing_context", options=dict(options), aot=True
+        )
+        try:
+            payload = artifact.serialize()
+        except Exception as e:  # torch bypassed its own cache: the result exists but cannot be saved
+            bypass = Bypass("not_serializable", f"torch could not serialize the compiled graph: {e!r}")
+            bypass.compiled = artifact  # type: ignore[attr-defined]
+            raise bypass from None
+    return artifact, payload
+
+
+def load_serialized(payload: bytes) -> Callable[..., Any]:
+    """The callable of a stored payload: no AOTAutograd tracing, no Inductor lowering."""
+    from torch._inductor.standalone_compile import AOTCompiledArtifact
+
+    return AOTCompiledArtifact.deserialize(payload)
+
+
+def compile_plain(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, Any]) -> Callable:
+    """What backend="inductor" would do: the path of every bypass."""
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(gm, list(example_inputs), config_patches=dict(options) or None)

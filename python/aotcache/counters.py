@@ -1,0 +1,50 @@
+"""Counters: this process's in memory (`aotcache.stats()`), every cache directory's on disk (`aotcache stats`).
+
+Counter names are shared by both: hits, misses, bypasses, errors, bypass.<reason>, error.<kind>, bytes_read,
+bytes_written, compile_us (time spent compiling on misses), saved_us (compile time the hits did not spend).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from typing import Any
+
+log = logging.getLogger("aotcache")
+
+_lock = threading.Lock()
+_counters: collections.Counter[str] = collections.Counter()
+
+
+def record(delta: dict[str, int], store: Any | None) -> None:
+    """Adds `delta` to this process's counters and, when a store is open, to its directory's."""
+    with _lock:
+        _counters.update(delta)
+    if store is not None:
+        try:
+            store.add_counters(delta)
+        except Exception as e:  # stats must never fail a compile
+            with _lock:
+                _counters["errors"] += 1
+                _counters["error.stats_write"] += 1
+            log.warning("could not update statistics in %s: %s", store.dir, e)
+
+
+def snapshot() -> dict[str, Any]:
+    """This process's counters as a dict: the four base counters always present, reasons grouped."""
+    with _lock:
+        c = dict(_counters)
+    out: dict[str, Any] = {name: c.pop(name, 0) for name in ("hits", "misses", "bypasses", "errors")}
+    out["bypass_reasons"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("bypass.")}
+    out["error_kinds"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("error.")}
+    out["bytes_read"] = c.get("bytes_read", 0)
+    out["bytes_written"] = c.get("bytes_written", 0)
+    out["compile_seconds"] = c.get("compile_us", 0) / 1e6
+    out["saved_seconds"] = c.get("saved_us", 0) / 1e6
+    return out
+
+
+def reset() -> None:
+    with _lock:
+        _counters.clear()

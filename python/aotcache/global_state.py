@@ -1,0 +1,145 @@
+"""The global state that decides what a compile produces: autograd state, configs, environment, user salt.
+
+Each is a plain dict of plain values, hashed by the C++ key as one manifest component.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import sys
+from typing import Any
+
+import torch
+import torch._functorch.config as functorch_config
+import torch._inductor.config as inductor_config
+
+from aotcache.errors import Bypass
+
+# Fields that steer torch's own caches, logging or worker processes: they never change the compiled code, and
+# keeping them out means a user who toggles torch's caches still hits. (Docs: docs/key-encoding.md.)
+_CONFIG_FIELDS_WITHOUT_EFFECT = {
+    "inductor": {
+        "fx_graph_cache",
+        "fx_graph_remote_cache",
+        "autotune_local_cache",
+        "autotune_remote_cache",
+        "bundled_autotune_remote_cache",
+        "non_blocking_remote_cache_write",
+        "worker_log_path",
+        "worker_suppress_logging",
+        "torchinductor_worker_logpath",
+        "compile_worker_wait_timeout",
+        "compile_threads",
+        "worker_start_method",
+        "triton.autotune_at_compile_time",
+    },
+    "functorch": {
+        "enable_autograd_cache",
+        "enable_remote_autograd_cache",
+        "bundled_autograd_cache",
+        "strict_autograd_cache",
+        "force_autograd_cache",
+        "bypass_autograd_cache_key",
+        "force_non_lazy_backward_lowering",
+    },
+}
+
+# Inductor's hooks for user passes. A callable here can change the output without changing the graph.
+_CUSTOM_PASS_FIELDS = (
+    "pre_grad_custom_pass",
+    "post_grad_custom_pre_pass",
+    "post_grad_custom_post_pass",
+    "joint_custom_pre_pass",
+    "joint_custom_post_pass",
+    "custom_partitioner_fn",
+    "_pre_fusion_custom_pass",
+    "_post_fusion_custom_pass",
+    "_fuse_ddp_communication_passes",
+)
+
+
+def autograd_state() -> dict[str, Any]:
+    autocast = {}
+    for device in ("cpu", "cuda"):
+        autocast[device] = [torch.is_autocast_enabled(device), str(torch.get_autocast_dtype(device))]
+    return {
+        "grad_enabled": torch.is_grad_enabled(),
+        "inference_mode": torch.is_inference_mode_enabled(),
+        "autocast": autocast,
+        "autocast_cache": torch.is_autocast_cache_enabled(),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+        "fill_uninitialized_memory": bool(torch.utils.deterministic.fill_uninitialized_memory),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "fp16_reduced_precision": bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
+        "bf16_reduced_precision": bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
+    }
+
+
+def _check_plain(value: Any, where: str) -> None:
+    if value is None or type(value) in (bool, int, float, str):
+        return
+    if type(value) in (list, tuple):
+        for v in value:
+            _check_plain(v, where)
+        return
+    if type(value) is dict:
+        for k, v in value.items():
+            _check_plain(k, where)
+            _check_plain(v, where)
+        return
+    raise Bypass("unencodable_config", f"{where} holds a {type(value).__module__}.{type(value).__qualname__}")
+
+
+def _portable(module: Any, name: str) -> dict[str, Any]:
+    skip = _CONFIG_FIELDS_WITHOUT_EFFECT[name]
+    out = {k: v for k, v in sorted(module.save_config_portable().items()) if k not in skip}
+    for k, v in out.items():
+        _check_plain(v, f"{name} config field {k}")
+    return out
+
+
+def _custom_passes() -> dict[str, Any]:
+    """Pass hooks by name. A named built-in pass (a string) is keyed; a user callable bypasses until it can be
+    pinned by a stable identity."""
+    out = {}
+    for field in _CUSTOM_PASS_FIELDS:
+        value = getattr(inductor_config, field, None)
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if any(callable(v) for v in items):
+            raise Bypass("custom_pass", f"inductor config {field} holds a callable; custom passes are not keyed yet")
+        _check_plain(value, f"inductor config {field}")
+        out[field] = value
+    return out
+
+
+def config_state(backend_options: dict[str, Any]) -> dict[str, Any]:
+    _check_plain(backend_options, "backend option")
+    return {
+        "inductor": _portable(inductor_config, "inductor"),
+        "functorch": _portable(functorch_config, "functorch"),
+        "custom_passes": _custom_passes(),
+        "backend_options": dict(sorted(backend_options.items())),
+        "cache_key_tag": torch.compiler.config.cache_key_tag,
+    }
+
+
+@functools.cache
+def environment() -> dict[str, Any]:
+    """Fixed for the life of the process."""
+    return {
+        "torch": str(torch.__version__),
+        "torch_git": torch.version.git_version,
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "platform": f"{sys.platform}-{platform.machine()}",
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cuda": torch.version.cuda,
+        "hip": torch.version.hip,
+    }
+
+
+def user_state(salt: str) -> dict[str, Any]:
+    return {"salt": salt}

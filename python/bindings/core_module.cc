@@ -1,0 +1,352 @@
+// aotcache._core: thin nanobind bindings over the C++ core. Converts Python values to IR values and Status to
+// exceptions; holds no logic of its own.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <climits>
+
+#include "aotcache/check.h"
+#include "aotcache/entry.h"
+#include "aotcache/key.h"
+#include "aotcache/store.h"
+#include "base/sha256.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace aotcache {
+namespace {
+
+// Python-side tags for IR values that have no plain Python equivalent.
+struct NodeRef {
+  int64_t position;
+};
+struct TorchEnum {
+  std::string category;
+  std::string name;
+};
+struct Slice {
+  nb::object start, stop, step;
+};
+struct EllipsisTag {};
+
+// A Status crossing into Python. Translated to the exception class of its code.
+struct StatusError {
+  Status status;
+};
+
+// Exception types live as long as the process (module state is never torn down in CPython's main interpreter).
+PyObject* g_cache_error = nullptr;
+PyObject* g_corrupt_entry_error = nullptr;
+PyObject* g_cache_io_error = nullptr;
+PyObject* g_unencodable_error = nullptr;
+
+[[noreturn]] void raise(const Status& s) { throw StatusError{s}; }
+
+template <typename T>
+T unwrap(Result<T> r) {
+  if (!r.ok()) raise(r.status());
+  return std::move(r).value();
+}
+
+void check(const Status& s) {
+  if (!s.ok()) raise(s);
+}
+
+Value to_value(nb::handle h, int depth) {
+  if (depth > 64) raise(Status::invalid_argument("value nested deeper than 64"));
+  PyObject* o = h.ptr();
+  if (o == Py_None) return Value::none();
+  if (PyBool_Check(o)) return Value::boolean(o == Py_True);
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow != 0) raise(Status::invalid_argument("integer does not fit in 64 bits"));
+    return Value::integer(v);
+  }
+  if (PyFloat_CheckExact(o)) return Value::floating(PyFloat_AS_DOUBLE(o));
+  if (PyUnicode_CheckExact(o)) return Value::string(nb::cast<std::string>(h));
+  if (PyList_CheckExact(o) || PyTuple_CheckExact(o)) {
+    std::vector<Value> items;
+    for (nb::handle item : h) items.push_back(to_value(item, depth + 1));
+    return PyList_CheckExact(o) ? Value::list(std::move(items)) : Value::tuple(std::move(items));
+  }
+  if (PyDict_CheckExact(o)) {
+    std::vector<Value> items;
+    for (auto [k, v] : nb::borrow<nb::dict>(h)) {
+      items.push_back(to_value(k, depth + 1));
+      items.push_back(to_value(v, depth + 1));
+    }
+    return Value::dict(std::move(items));
+  }
+  if (nb::isinstance<NodeRef>(h)) return Value::node_ref(nb::cast<NodeRef&>(h).position);
+  if (nb::isinstance<TorchEnum>(h)) {
+    auto& e = nb::cast<TorchEnum&>(h);
+    return Value::torch_enum(e.category, e.name);
+  }
+  if (nb::isinstance<Slice>(h)) {
+    auto& s = nb::cast<Slice&>(h);
+    return Value::slice(to_value(s.start, depth + 1), to_value(s.stop, depth + 1), to_value(s.step, depth + 1));
+  }
+  if (nb::isinstance<EllipsisTag>(h)) return Value::ellipsis();
+  raise(Status::unsupported("cannot encode an object of type " +
+                            nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o)))))));
+}
+
+nb::object from_value(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::kNone: return nb::none();
+    case Value::Kind::kBool: return nb::bool_(v.b);
+    case Value::Kind::kInt: return nb::int_(v.i);
+    case Value::Kind::kFloat: return nb::float_(v.f);
+    case Value::Kind::kString: return nb::str(v.s.c_str(), v.s.size());
+    case Value::Kind::kDict: {
+      nb::dict d;
+      for (size_t k = 0; k + 1 < v.items.size(); k += 2) d[from_value(v.items[k])] = from_value(v.items[k + 1]);
+      return d;
+    }
+    case Value::Kind::kList:
+    case Value::Kind::kTuple: {
+      nb::list l;
+      for (const Value& item : v.items) l.append(from_value(item));
+      return v.kind == Value::Kind::kList ? nb::object(l) : nb::object(nb::tuple(l));
+    }
+    default: return nb::str("<unrepresentable>");
+  }
+}
+
+std::vector<std::tuple<std::string, std::string, std::string>> manifest_rows(const Manifest& m) {
+  std::vector<std::tuple<std::string, std::string, std::string>> rows;
+  for (const auto& c : m.components) rows.emplace_back(c.name, internal::to_hex(c.digest), c.summary);
+  return rows;
+}
+
+Manifest manifest_from_rows(const std::vector<std::tuple<std::string, std::string, std::string>>& rows) {
+  Manifest m;
+  for (const auto& [name, digest_hex, summary] : rows) {
+    std::string raw;
+    if (!internal::from_hex(digest_hex, &raw)) raise(Status::invalid_argument("manifest digest is not hex"));
+    m.components.push_back({name, raw, summary});
+  }
+  return m;
+}
+
+TensorMeta make_tensor_meta(std::string dtype, std::string device_type, std::vector<int64_t> sizes,
+                            std::vector<int64_t> strides, int64_t storage_offset, bool requires_grad,
+                            std::string layout, bool is_pinned, std::string tensor_type) {
+  return TensorMeta{std::move(dtype), std::move(device_type), std::move(sizes), std::move(strides), storage_offset,
+                    requires_grad,    std::move(layout),      is_pinned,        std::move(tensor_type)};
+}
+
+NodeOp parse_op(const std::string& op) {
+  static const std::pair<const char*, NodeOp> k_ops[] = {
+      {"placeholder", NodeOp::kPlaceholder},     {"get_attr", NodeOp::kGetAttr},
+      {"call_function", NodeOp::kCallFunction}, {"call_method", NodeOp::kCallMethod},
+      {"call_module", NodeOp::kCallModule},     {"output", NodeOp::kOutput}};
+  for (const auto& [name, value] : k_ops) {
+    if (op == name) return value;
+  }
+  raise(Status::invalid_argument("unknown node op '" + op + "'"));
+}
+
+TargetKind parse_target_kind(const std::string& kind) {
+  for (int k = 0; k <= static_cast<int>(TargetKind::kCustomOp); ++k) {
+    if (kind == target_kind_name(static_cast<TargetKind>(k))) return static_cast<TargetKind>(k);
+  }
+  raise(Status::invalid_argument("unknown target kind '" + kind + "'"));
+}
+
+// An entry as Python sees it after a successful, verified read.
+struct LoadedEntry {
+  std::string key;
+  nb::bytes payload;
+  std::vector<std::tuple<std::string, std::string, std::string>> manifest;
+  nb::object metadata;
+};
+
+}  // namespace
+}  // namespace aotcache
+
+NB_MODULE(_core, m) {
+  using namespace aotcache;
+  m.doc() = "aotcache's C++ core: graph IR, cache key, cacheability checks, entry format and local store.";
+  m.attr("__version__") = AOTCACHE_VERSION;
+  // torch keeps compiled callables (and through them our objects) alive past interpreter shutdown; nanobind would
+  // report those as leaks on every exit of a training job.
+  nb::set_leak_warnings(false);
+  m.attr("KEY_SCHEMA_VERSION") = k_key_schema_version;
+  m.attr("ENTRY_FORMAT_VERSION") = k_entry_format_version;
+
+  g_cache_error = PyErr_NewException("aotcache._core.CacheError", PyExc_RuntimeError, nullptr);
+  g_corrupt_entry_error = PyErr_NewException("aotcache._core.CorruptEntryError", g_cache_error, nullptr);
+  g_cache_io_error = PyErr_NewException("aotcache._core.CacheIOError", g_cache_error, nullptr);
+  g_unencodable_error = PyErr_NewException("aotcache._core.UnencodableError", g_cache_error, nullptr);
+  m.attr("CacheError") = nb::handle(g_cache_error);
+  m.attr("CorruptEntryError") = nb::handle(g_corrupt_entry_error);
+  m.attr("CacheIOError") = nb::handle(g_cache_io_error);
+  m.attr("UnencodableError") = nb::handle(g_unencodable_error);
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      PyObject* type = g_cache_error;
+      switch (e.status.code()) {
+        case StatusCode::kCorruption:
+        case StatusCode::kUnsupported:
+          type = e.status.message().rfind("cannot encode", 0) == 0 ? g_unencodable_error : g_corrupt_entry_error;
+          break;
+        case StatusCode::kIOError: type = g_cache_io_error; break;
+        default: break;
+      }
+      PyErr_SetString(type, e.status.to_string().c_str());
+    }
+  });
+
+  nb::class_<NodeRef>(m, "NodeRef")
+      .def(nb::init<int64_t>(), "position"_a)
+      .def_ro("position", &NodeRef::position)
+      .def("__repr__", [](const NodeRef& r) { return "NodeRef(" + std::to_string(r.position) + ")"; });
+  nb::class_<TorchEnum>(m, "TorchEnum")
+      .def(nb::init<std::string, std::string>(), "category"_a, "name"_a)
+      .def_ro("category", &TorchEnum::category)
+      .def_ro("name", &TorchEnum::name);
+  nb::class_<Slice>(m, "Slice").def(nb::init<nb::object, nb::object, nb::object>(), "start"_a, "stop"_a, "step"_a);
+  nb::class_<EllipsisTag>(m, "EllipsisTag").def(nb::init<>());
+
+  nb::class_<TensorMeta>(m, "TensorMeta")
+      .def(nb::new_(&make_tensor_meta), "dtype"_a, "device_type"_a, "sizes"_a, "strides"_a, "storage_offset"_a = 0,
+           "requires_grad"_a = false, "layout"_a = "strided", "is_pinned"_a = false, "tensor_type"_a = "Tensor")
+      .def_ro("dtype", &TensorMeta::dtype)
+      .def_ro("sizes", &TensorMeta::sizes)
+      .def_ro("requires_grad", &TensorMeta::requires_grad);
+
+  nb::class_<Graph>(m, "Graph")
+      .def(nb::init<>())
+      .def(
+          "add_node",
+          [](Graph& g, std::string name, const std::string& op, const std::string& target_kind, std::string target,
+             nb::handle args, nb::handle kwargs, std::optional<TensorMeta> constant_meta,
+             std::optional<nb::bytes> constant_bytes) {
+            Node n;
+            n.name = std::move(name);
+            n.op = parse_op(op);
+            n.target_kind = parse_target_kind(target_kind);
+            n.target = std::move(target);
+            for (nb::handle a : args) n.args.push_back(to_value(a, 0));
+            for (auto [k, v] : nb::borrow<nb::dict>(kwargs)) {
+              n.kwargs.emplace_back(nb::cast<std::string>(k), to_value(v, 0));
+            }
+            if (constant_meta.has_value()) {
+              n.constant_meta = std::move(constant_meta);
+              if (!constant_bytes.has_value()) raise(Status::invalid_argument("a constant needs its bytes"));
+              n.constant_digest = internal::sha256(std::string_view(constant_bytes->c_str(), constant_bytes->size()));
+            }
+            g.nodes.push_back(std::move(n));
+            return static_cast<int64_t>(g.nodes.size() - 1);
+          },
+          "name"_a, "op"_a, "target_kind"_a, "target"_a, "args"_a, "kwargs"_a, "constant_meta"_a = nb::none(),
+          "constant_bytes"_a = nb::none(),
+          "Appends a node; returns its position. Raises UnencodableError for a value the IR cannot hold.")
+      .def("__len__", [](const Graph& g) { return g.nodes.size(); });
+
+  m.def("check_graph",
+        [](const Graph& g) -> std::optional<std::pair<std::string, std::string>> {
+          auto r = check_graph(g);
+          if (!r) return std::nullopt;
+          return std::make_pair(r->code, r->message);
+        },
+        "graph"_a, "(reason_code, message) of the first node that is not cacheable, or None.");
+
+  nb::class_<CacheKey>(m, "CacheKey")
+      .def_prop_ro("hex", &CacheKey::hex)
+      .def_prop_ro("manifest", [](const CacheKey& k) { return manifest_rows(k.manifest); });
+
+  m.def(
+      "compute_key",
+      [](const Graph& g, nb::list inputs, nb::dict autograd_state, nb::dict config, nb::dict environment,
+         nb::dict user) {
+        KeyInputs in;
+        in.graph = &g;
+        for (nb::handle item : inputs) {
+          InputMeta im;
+          if (nb::isinstance<TensorMeta>(item)) {
+            im.tensor = nb::cast<TensorMeta>(item);
+          } else {
+            im.scalar = to_value(item, 0);
+          }
+          in.inputs.push_back(std::move(im));
+        }
+        in.autograd_state = to_value(autograd_state, 0);
+        in.config = to_value(config, 0);
+        in.environment = to_value(environment, 0);
+        in.user = to_value(user, 0);
+        nb::gil_scoped_release release;
+        return unwrap(compute_key(in));
+      },
+      "graph"_a, "inputs"_a, "autograd_state"_a, "config"_a, "environment"_a, "user"_a);
+
+  m.def(
+      "differing_components",
+      [](const std::vector<std::tuple<std::string, std::string, std::string>>& a,
+         const std::vector<std::tuple<std::string, std::string, std::string>>& b) {
+        return differing_components(manifest_from_rows(a), manifest_from_rows(b));
+      },
+      "a"_a, "b"_a);
+  m.def("default_cache_dir", &default_cache_dir);
+
+  nb::class_<LoadedEntry>(m, "LoadedEntry")
+      .def_ro("key", &LoadedEntry::key)
+      .def_ro("payload", &LoadedEntry::payload)
+      .def_ro("manifest", &LoadedEntry::manifest)
+      .def_ro("metadata", &LoadedEntry::metadata);
+
+  nb::class_<LocalStore>(m, "LocalStore")
+      .def_static(
+          "open", [](const std::string& dir) { return unwrap(LocalStore::open(dir)); }, "dir"_a,
+          "Opens (creating when missing) a cache directory. Raises CacheIOError.")
+      .def_prop_ro("dir", &LocalStore::dir)
+      .def("entry_path", &LocalStore::entry_path, "key"_a)
+      .def(
+          "get",
+          [](LocalStore& s, const std::string& key) -> std::optional<LoadedEntry> {
+            std::optional<Entry> e;
+            {
+              nb::gil_scoped_release release;
+              e = unwrap(s.get(key));
+            }
+            if (!e) return std::nullopt;
+            return LoadedEntry{key, nb::bytes(e->payload.data(), e->payload.size()), manifest_rows(e->manifest),
+                               from_value(e->metadata)};
+          },
+          "key"_a, "The verified entry, or None on a miss. Raises CorruptEntryError or CacheIOError.")
+      .def(
+          "put",
+          [](LocalStore& s, const CacheKey& key, nb::bytes payload, nb::dict metadata) {
+            Entry e;
+            e.key_digest = key.digest;
+            e.manifest = key.manifest;
+            e.metadata = to_value(metadata, 0);
+            e.payload.assign(payload.c_str(), payload.size());
+            nb::gil_scoped_release release;
+            check(s.put(e));
+            return e.payload.size();
+          },
+          "key"_a, "payload"_a, "metadata"_a, "Writes the entry atomically; returns the payload size.")
+      .def("remove", [](LocalStore& s, const std::string& key) { check(s.remove(key)); }, "key"_a)
+      .def("list",
+           [](LocalStore& s) {
+             std::vector<std::tuple<std::string, uint64_t, int64_t>> rows;
+             for (const auto& e : unwrap(s.list())) rows.emplace_back(e.key_hex, e.size, e.mtime_unix);
+             return rows;
+           })
+      .def("clear", [](LocalStore& s) { check(s.clear()); })
+      .def(
+          "add_counters", [](LocalStore& s, const Counters& delta) { check(s.add_counters(delta)); }, "delta"_a)
+      .def("read_counters", [](LocalStore& s) { return unwrap(s.read_counters()); });
+}
