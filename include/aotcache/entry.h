@@ -24,7 +24,8 @@ struct Entry {
   bool operator==(const Entry&) const = default;
 };
 
-std::string encode_entry(const Entry& entry);
+// InvalidArgument when the metadata holds a value the canonical encoding rejects.
+Result<std::string> encode_entry(const Entry& entry);
 
 // Corruption on bad magic, checksum mismatch, truncation, or a manifest that does not hash to the key;
 // Unsupported on a newer format version. Never crashes on arbitrary bytes.

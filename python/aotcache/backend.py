@@ -89,26 +89,34 @@ def aotcache_backend(
         return _compile_bypassed(gm, example_inputs, opts, Bypass("store_unavailable", cfg.cache_dir), None)
     t_key = time.perf_counter()
 
-    fn = _try_hit(store, key, t_start, t_key)
+    fn, writable = _try_hit(store, key, t_start, t_key)
     if fn is not None:
         return fn
-    return _compile_and_store(gm, example_inputs, opts, store, key, t_start, t_key)
+    return _compile_and_store(gm, example_inputs, opts, store, key, writable, t_start, t_key)
 
 
-def _try_hit(store: _core.LocalStore, key: _core.CacheKey, t_start: float, t_key: float) -> Callable | None:
+def _try_hit(
+    store: _core.LocalStore, key: _core.CacheKey, t_start: float, t_key: float
+) -> tuple[Callable | None, bool]:
+    """(the loaded callable or None, whether a new compile may be written under this key)."""
     try:
         entry = store.get(key.hex)
+    except _core.IncompatibleEntryError as e:
+        # Written by a newer aotcache sharing the directory: leave it to its owner, do not overwrite it.
+        log.warning("entry %s is not readable by this version, compiling without storing: %s", key.hex[:16], e)
+        counters.record({"errors": 1, "error.incompatible_entry": 1}, store)
+        return None, False
     except _core.CorruptEntryError as e:
         log.warning("entry %s is corrupt, recompiling: %s", key.hex[:16], e)
         counters.record({"errors": 1, "error.corrupt_entry": 1}, store)
         _remove_quietly(store, key.hex)
-        return None
+        return None, True
     except _core.CacheError as e:
         log.warning("cannot read entry %s, recompiling: %s", key.hex[:16], e)
         counters.record({"errors": 1, "error.store_read": 1}, store)
-        return None
+        return None, True
     if entry is None:
-        return None
+        return None, True
     t_lookup = time.perf_counter()
     try:
         fn = compiler.load_serialized(entry.payload)
@@ -116,7 +124,7 @@ def _try_hit(store: _core.LocalStore, key: _core.CacheKey, t_start: float, t_key
         log.warning("entry %s could not be loaded, recompiling: %r", key.hex[:16], e)
         counters.record({"errors": 1, "error.load_failed": 1}, store)
         _remove_quietly(store, key.hex)
-        return None
+        return None, True
     t_load = time.perf_counter()
     saved = float(entry.metadata.get("compile_seconds", 0.0)) if isinstance(entry.metadata, dict) else 0.0
     counters.record({"hits": 1, "bytes_read": len(entry.payload), "saved_us": int(saved * 1e6)}, store)
@@ -128,10 +136,13 @@ def _try_hit(store: _core.LocalStore, key: _core.CacheKey, t_start: float, t_key
         _ms(t_load - t_lookup),
         _ms(t_load - t_start),
     )
-    return fn
+    return fn, True
 
 
-def _compile_and_store(gm, example_inputs, opts, store, key, t_start: float, t_key: float) -> Callable:
+def _compile_and_store(
+    gm, example_inputs, opts, store, key, writable: bool, t_start: float, t_key: float
+) -> Callable:
+    """A miss: compile, then write the entry when `writable`."""
     t_compile = time.perf_counter()
     try:
         fn, payload = compiler.compile_serializable(gm, example_inputs, opts)
@@ -157,11 +168,12 @@ def _compile_and_store(gm, example_inputs, opts, store, key, t_start: float, t_k
     }
     delta = {"misses": 1, "compile_us": int(compile_s * 1e6)}
     t_put = time.perf_counter()
-    try:
-        delta["bytes_written"] = store.put(key, payload, metadata)
-    except _core.CacheError as e:
-        log.warning("cannot store entry %s (the compile is used anyway): %s", key.hex[:16], e)
-        delta.update({"errors": 1, "error.store_write": 1})
+    if writable:
+        try:
+            delta["bytes_written"] = store.put(key, payload, metadata)
+        except _core.CacheError as e:
+            log.warning("cannot store entry %s (the compile is used anyway): %s", key.hex[:16], e)
+            delta.update({"errors": 1, "error.store_write": 1})
     t_end = time.perf_counter()
     counters.record(delta, store)
     log.info(

@@ -52,8 +52,12 @@ def compile_serializable(
     if torch.compiler.config.force_disable_caches:
         raise Bypass("torch_caches_disabled", "torch.compiler.config.force_disable_caches is set")
     with _sandboxed_torch_caches():
+        # Static graphs only (capture bypasses symbolic ones): specialize on the example inputs in a fresh fake
+        # mode. The ambient tracing context would re-fakify the inputs with new dynamic symbols (standalone_compile
+        # builds a new TracingContext without Dynamo's tensor_to_context), compiling size-generic code and adding
+        # guards to Dynamo's shape env that make its next recompile dynamic.
         artifact = torch._inductor.standalone_compile(
-            gm, list(example_inputs), dynamic_shapes="from_tracing_context", options=dict(options), aot=True
+            gm, list(example_inputs), dynamic_shapes="from_example_inputs", options=dict(options), aot=True
         )
         try:
             payload = artifact.serialize()

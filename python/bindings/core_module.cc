@@ -40,12 +40,17 @@ struct EllipsisTag {};
 struct StatusError {
   Status status;
 };
+// A Python value the IR cannot hold: the capture layer turns it into a bypass that names the node.
+struct UnencodableValue {
+  std::string message;
+};
 
 // Exception types live as long as the process (module state is never torn down in CPython's main interpreter).
 PyObject* g_cache_error = nullptr;
 PyObject* g_corrupt_entry_error = nullptr;
 PyObject* g_cache_io_error = nullptr;
 PyObject* g_unencodable_error = nullptr;
+PyObject* g_incompatible_entry_error = nullptr;
 
 [[noreturn]] void raise(const Status& s) { throw StatusError{s}; }
 
@@ -60,14 +65,14 @@ void check(const Status& s) {
 }
 
 Value to_value(nb::handle h, int depth) {
-  if (depth > 64) raise(Status::invalid_argument("value nested deeper than 64"));
+  if (depth > 64) throw UnencodableValue{"cannot encode a value nested deeper than 64"};
   PyObject* o = h.ptr();
   if (o == Py_None) return Value::none();
   if (PyBool_Check(o)) return Value::boolean(o == Py_True);
   if (PyLong_CheckExact(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow != 0) raise(Status::invalid_argument("integer does not fit in 64 bits"));
+    if (overflow != 0) throw UnencodableValue{"cannot encode an integer wider than 64 bits"};
     return Value::integer(v);
   }
   if (PyFloat_CheckExact(o)) return Value::floating(PyFloat_AS_DOUBLE(o));
@@ -95,8 +100,8 @@ Value to_value(nb::handle h, int depth) {
     return Value::slice(to_value(s.start, depth + 1), to_value(s.stop, depth + 1), to_value(s.step, depth + 1));
   }
   if (nb::isinstance<EllipsisTag>(h)) return Value::ellipsis();
-  raise(Status::unsupported("cannot encode an object of type " +
-                            nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o)))))));
+  throw UnencodableValue{"cannot encode an object of type " +
+                         nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o)))))};
 }
 
 nb::object from_value(const Value& v) {
@@ -187,20 +192,22 @@ NB_MODULE(_core, m) {
   g_corrupt_entry_error = PyErr_NewException("aotcache._core.CorruptEntryError", g_cache_error, nullptr);
   g_cache_io_error = PyErr_NewException("aotcache._core.CacheIOError", g_cache_error, nullptr);
   g_unencodable_error = PyErr_NewException("aotcache._core.UnencodableError", g_cache_error, nullptr);
+  g_incompatible_entry_error = PyErr_NewException("aotcache._core.IncompatibleEntryError", g_cache_error, nullptr);
   m.attr("CacheError") = nb::handle(g_cache_error);
   m.attr("CorruptEntryError") = nb::handle(g_corrupt_entry_error);
   m.attr("CacheIOError") = nb::handle(g_cache_io_error);
   m.attr("UnencodableError") = nb::handle(g_unencodable_error);
+  m.attr("IncompatibleEntryError") = nb::handle(g_incompatible_entry_error);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
+    } catch (const UnencodableValue& e) {
+      PyErr_SetString(g_unencodable_error, e.message.c_str());
     } catch (const StatusError& e) {
       PyObject* type = g_cache_error;
       switch (e.status.code()) {
-        case StatusCode::kCorruption:
-        case StatusCode::kUnsupported:
-          type = e.status.message().rfind("cannot encode", 0) == 0 ? g_unencodable_error : g_corrupt_entry_error;
-          break;
+        case StatusCode::kCorruption: type = g_corrupt_entry_error; break;
+        case StatusCode::kUnsupported: type = g_incompatible_entry_error; break;  // e.g. a newer entry format
         case StatusCode::kIOError: type = g_cache_io_error; break;
         default: break;
       }

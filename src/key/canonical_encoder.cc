@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace aotcache::internal {
@@ -13,6 +14,16 @@ uint64_t canonical_float_bits(double f) {
   std::memcpy(&bits, &f, sizeof bits);
   return bits;
 }
+
+namespace {
+
+// Lengths and counts are u32 on the wire: anything larger must fail, never wrap.
+Status check_u32(size_t n, const char* what) {
+  if (n > UINT32_MAX) return Status::invalid_argument(std::string(what) + " too large for the encoding");
+  return Status();
+}
+
+}  // namespace
 
 Status encode_value(const Value& v, int64_t node_limit, ByteWriter* out) {
   switch (v.kind) {
@@ -32,6 +43,7 @@ Status encode_value(const Value& v, int64_t node_limit, ByteWriter* out) {
       out->u64(canonical_float_bits(v.f));
       return Status();
     case Value::Kind::kString:
+      AOTCACHE_RETURN_IF_ERROR(check_u32(v.s.size(), "string"));
       out->u8(static_cast<uint8_t>(ValueTag::kString));
       out->str(v.s);
       return Status();
@@ -49,6 +61,7 @@ Status encode_value(const Value& v, int64_t node_limit, ByteWriter* out) {
       if (v.kind == Value::Kind::kDict && v.items.size() % 2 != 0) {
         return Status::invalid_argument("dict value with an odd number of items");
       }
+      AOTCACHE_RETURN_IF_ERROR(check_u32(v.items.size(), "container"));
       ValueTag tag = v.kind == Value::Kind::kList    ? ValueTag::kList
                      : v.kind == Value::Kind::kTuple ? ValueTag::kTuple
                                                      : ValueTag::kDict;
@@ -58,6 +71,7 @@ Status encode_value(const Value& v, int64_t node_limit, ByteWriter* out) {
       return Status();
     }
     case Value::Kind::kTorchEnum:
+      AOTCACHE_RETURN_IF_ERROR(check_u32(v.s.size() + v.name.size(), "torch constant name"));
       out->u8(static_cast<uint8_t>(ValueTag::kTorchEnum));
       out->str(v.s);
       out->str(v.name);

@@ -50,7 +50,10 @@ Status decode_manifest(std::string_view bytes, Manifest* out) {
 
 }  // namespace
 
-std::string encode_entry(const Entry& entry) {
+Result<std::string> encode_entry(const Entry& entry) {
+  if (entry.metadata.kind != Value::Kind::kDict) return Status::invalid_argument("entry metadata must be a dict");
+  ByteWriter meta;
+  AOTCACHE_RETURN_IF_ERROR(internal::encode_value(entry.metadata, 0, &meta));
   ByteWriter w;
   w.raw(k_entry_magic);
   w.u32(k_entry_format_version);
@@ -58,9 +61,6 @@ std::string encode_entry(const Entry& entry) {
   w.raw(entry.key_digest);
   w.u32(3);
   const std::string manifest = encode_manifest(entry.manifest);
-  ByteWriter meta;
-  // Metadata is written by aotcache itself: an encoding failure is a programming error caught by the tests.
-  if (!internal::encode_value(entry.metadata, 0, &meta).ok()) meta = ByteWriter();
   for (const auto& [tag, bytes] : {std::pair<uint32_t, std::string_view>{k_section_manifest, manifest},
                                    {k_section_metadata, meta.bytes()},
                                    {k_section_payload, entry.payload}}) {
@@ -86,6 +86,7 @@ Result<Entry> decode_entry(std::string_view bytes) {
   AOTCACHE_RETURN_IF_ERROR(r.raw(k_entry_magic.size(), &skip));
   uint32_t version = 0, flags = 0, sections = 0;
   AOTCACHE_RETURN_IF_ERROR(r.u32(&version));
+  if (version == 0) return Status::corruption("entry format version 0");
   if (version > k_entry_format_version) {
     return Status::unsupported("entry format v" + std::to_string(version) + " is newer than this aotcache (v" +
                                std::to_string(k_entry_format_version) + ")");
@@ -114,6 +115,8 @@ Result<Entry> decode_entry(std::string_view bytes) {
     } else if (tag == k_section_metadata) {
       ByteReader mr(data);
       AOTCACHE_RETURN_IF_ERROR(internal::decode_value(&mr, &e.metadata));
+      if (!mr.done()) return Status::corruption("trailing bytes after the metadata");
+      if (e.metadata.kind != Value::Kind::kDict) return Status::corruption("entry metadata is not a dict");
     } else {
       e.payload = std::string(data);
     }

@@ -23,7 +23,7 @@ Entry sample_entry() {
 
 TEST(EntryFormat, RoundTrip) {
   const Entry e = sample_entry();
-  auto back = decode_entry(encode_entry(e));
+  auto back = decode_entry(encode_entry(e).value());
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(*back, e);
   EXPECT_DOUBLE_EQ(entry_metadata_number(*back, "compile_seconds", -1), 12.5);
@@ -31,7 +31,7 @@ TEST(EntryFormat, RoundTrip) {
 }
 
 TEST(EntryFormat, GoldenHeader) {
-  const std::string bytes = encode_entry(sample_entry());
+  const std::string bytes = encode_entry(sample_entry()).value();
   // magic "AOTCACHE", version 1, flags 0, then the key digest.
   EXPECT_EQ(internal::to_hex(bytes.substr(0, 16)), "414f5443414348450100000000000000");
   EXPECT_EQ(bytes.substr(16, 32), sample_entry().key_digest);
@@ -39,7 +39,7 @@ TEST(EntryFormat, GoldenHeader) {
 }
 
 TEST(EntryFormat, EveryBitFlipIsDetected) {
-  const std::string bytes = encode_entry(sample_entry());
+  const std::string bytes = encode_entry(sample_entry()).value();
   for (size_t pos = 0; pos < bytes.size(); ++pos) {
     std::string bad = bytes;
     bad[pos] = static_cast<char>(bad[pos] ^ 0x10);
@@ -50,7 +50,7 @@ TEST(EntryFormat, EveryBitFlipIsDetected) {
 }
 
 TEST(EntryFormat, EveryTruncationIsDetected) {
-  const std::string bytes = encode_entry(sample_entry());
+  const std::string bytes = encode_entry(sample_entry()).value();
   for (size_t n = 0; n < bytes.size(); ++n) {
     auto r = decode_entry(std::string_view(bytes).substr(0, n));
     ASSERT_FALSE(r.ok()) << "truncated to " << n;
@@ -59,7 +59,7 @@ TEST(EntryFormat, EveryTruncationIsDetected) {
 }
 
 TEST(EntryFormat, NewerVersionIsUnsupported) {
-  std::string bytes = encode_entry(sample_entry());
+  std::string bytes = encode_entry(sample_entry()).value();
   bytes[8] = 2;  // version 2
   std::string body = bytes.substr(0, bytes.size() - 32);
   bytes = body + internal::sha256(body);  // a well-formed entry of a future version
@@ -68,10 +68,24 @@ TEST(EntryFormat, NewerVersionIsUnsupported) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
 }
 
+TEST(EntryFormat, VersionZeroIsCorruption) {
+  std::string bytes = encode_entry(sample_entry()).value();
+  bytes[8] = 0;
+  std::string body = bytes.substr(0, bytes.size() - 32);
+  bytes = body + internal::sha256(body);
+  EXPECT_EQ(decode_entry(bytes).status().code(), StatusCode::kCorruption);
+}
+
+TEST(EntryFormat, MetadataMustBeADict) {
+  Entry e = sample_entry();
+  e.metadata = Value::integer(3);
+  EXPECT_EQ(encode_entry(e).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(EntryFormat, ManifestMustHashToKey) {
   Entry e = sample_entry();
   e.key_digest = internal::sha256("another key");
-  auto r = decode_entry(encode_entry(e));
+  auto r = decode_entry(encode_entry(e).value());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
 }

@@ -63,7 +63,8 @@ Status LocalStore::put(const Entry& entry) {
   const std::string key_hex = internal::to_hex(entry.key_digest);
   if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("entry without a valid key digest");
   AOTCACHE_RETURN_IF_ERROR(fs_->create_dirs(dir_ + "/entries/" + key_hex.substr(0, 2)));
-  return fs_->write_file_atomic(entry_path(key_hex), encode_entry(entry), dir_ + "/tmp");
+  AOTCACHE_ASSIGN_OR_RETURN(std::string bytes, encode_entry(entry));
+  return fs_->write_file_atomic(entry_path(key_hex), bytes, dir_ + "/tmp");
 }
 
 Status LocalStore::remove(const std::string& key_hex) {
