@@ -223,7 +223,8 @@ NB_MODULE(_core, m) {
       .def(nb::init<std::string, std::string>(), "category"_a, "name"_a)
       .def_ro("category", &TorchEnum::category)
       .def_ro("name", &TorchEnum::name);
-  nb::class_<Slice>(m, "Slice").def(nb::init<nb::object, nb::object, nb::object>(), "start"_a, "stop"_a, "step"_a);
+  nb::class_<Slice>(m, "Slice")
+      .def(nb::init<nb::object, nb::object, nb::object>(), "start"_a.none(), "stop"_a.none(), "step"_a.none());
   nb::class_<EllipsisTag>(m, "EllipsisTag").def(nb::init<>());
 
   nb::class_<TensorMeta>(m, "TensorMeta")

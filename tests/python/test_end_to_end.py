@@ -1,0 +1,147 @@
+"""Cross-process behaviour of torch.compile(backend="aotcache") on real models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import assert_bitwise_equal, cli
+
+
+def test_cross_process_miss_then_hit_training(run_fresh, cache_dir):
+    cold = run_fresh("mlp")
+    assert (cold.stats["hits"], cold.stats["misses"], cold.stats["bypasses"], cold.stats["errors"]) == (0, 1, 0, 0)
+    assert len(cold.log_lines("miss")) == 1
+    # torch's own AOTAutograd cache ran only in aotcache's sandbox: it missed and served nothing.
+    assert cold.aot_autograd.get("autograd_cache_hit", 0) == 0
+
+    warm = run_fresh("mlp")
+    assert (warm.stats["hits"], warm.stats["misses"], warm.stats["bypasses"], warm.stats["errors"]) == (1, 0, 0, 0)
+    assert len(warm.log_lines("hit")) == 1
+    # The hit is ours: AOTAutograd never ran (no trace, no torch cache lookup), Inductor compiled nothing.
+    assert warm.aot_autograd == {}
+    assert "fxgraph_cache_hit" not in warm.inductor and "fxgraph_cache_miss" not in warm.inductor
+    assert warm.stats["saved_seconds"] > 0
+    assert warm.stats["bytes_read"] == cold.stats["bytes_written"] > 0
+    # Outputs and gradients are bitwise those of the compiling run.
+    assert set(cold.tensors) == {"y", "0.weight", "0.bias", "2.weight", "2.bias"}
+    assert_bitwise_equal(cold.tensors, warm.tensors)
+
+
+def test_gpt_training_and_inference_graphs_both_hit(run_fresh):
+    """A training step and a no_grad inference call are two graphs; both are cached, neither becomes dynamic."""
+    cold = run_fresh("gpt")
+    assert (cold.stats["misses"], cold.stats["bypasses"], cold.stats["errors"]) == (2, 0, 0), cold.stdout
+    warm = run_fresh("gpt")
+    assert (warm.stats["hits"], warm.stats["misses"], warm.stats["bypasses"]) == (2, 0, 0), warm.stdout
+    assert warm.aot_autograd == {}
+    assert_bitwise_equal(cold.tensors, warm.tensors)
+
+
+@pytest.mark.parametrize(
+    ("variant", "component"),
+    [
+        (("--batch", "9"), "inputs"),
+        (("--dtype", "float64"), "inputs"),
+        (("--input-grad",), "inputs"),
+        (("--no-grad",), "autograd_state"),
+    ],
+    ids=["shape", "dtype", "requires_grad", "grad_mode"],
+)
+def test_changed_input_or_state_misses(run_fresh, cache_dir, variant, component):
+    base = run_fresh("mlp")
+    assert base.stats["misses"] == 1
+    changed = run_fresh("mlp", *variant)
+    assert (changed.stats["hits"], changed.stats["misses"]) == (0, 1)
+    entries = json.loads(cli(cache_dir, "ls", "--json"))
+    assert len(entries) == 2
+    # The miss is explained by exactly the component that changed.
+    explained = cli(cache_dir, "explain", entries[0]["key"], entries[1]["key"])
+    assert explained.splitlines()[0] == f"{component}:", explained
+    # And the changed variant, run again, hits its own entry.
+    again = run_fresh("mlp", *variant)
+    assert (again.stats["hits"], again.stats["misses"]) == (1, 0)
+    assert_bitwise_equal(changed.tensors, again.tensors)
+
+
+def test_corrupt_entry_is_detected_recompiled_and_replaced(run_fresh, cache_dir):
+    cold = run_fresh("mlp")
+    (entry,) = json.loads(cli(cache_dir, "ls", "--json"))
+    path = cache_dir / "entries" / entry["key"][:2] / f"{entry['key']}.aotc"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a bit flip in the payload
+    path.write_bytes(bytes(data))
+
+    damaged = run_fresh("mlp")
+    assert (damaged.stats["hits"], damaged.stats["misses"], damaged.stats["errors"]) == (0, 1, 1)
+    assert damaged.stats["error_kinds"] == {"corrupt_entry": 1}
+    assert any("corrupt" in ln for ln in damaged.log), damaged.log
+    assert_bitwise_equal(cold.tensors, damaged.tensors)
+    assert path.read_bytes() != bytes(data)  # rewritten
+
+    healed = run_fresh("mlp")
+    assert (healed.stats["hits"], healed.stats["errors"]) == (1, 0)
+    assert_bitwise_equal(cold.tensors, healed.tensors)
+
+
+def test_truncated_entry_is_a_miss(run_fresh, cache_dir):
+    run_fresh("mlp")
+    (entry,) = json.loads(cli(cache_dir, "ls", "--json"))
+    path = cache_dir / "entries" / entry["key"][:2] / f"{entry['key']}.aotc"
+    path.write_bytes(path.read_bytes()[:100])
+    result = run_fresh("mlp")
+    assert (result.stats["misses"], result.stats["errors"]) == (1, 1)
+    assert result.stats["error_kinds"] == {"corrupt_entry": 1}
+
+
+def test_cli_stats_agree_with_process_counters(run_fresh, cache_dir):
+    runs = [run_fresh("mlp"), run_fresh("mlp"), run_fresh("mlp", "--batch", "3"), run_fresh("python_function")]
+    total = {k: sum(r.stats[k] for r in runs) for k in ("hits", "misses", "bypasses", "errors")}
+    assert total == {"hits": 1, "misses": 2, "bypasses": 1, "errors": 0}
+    report = json.loads(cli(cache_dir, "stats", "--json"))
+    assert {k: report["counters"][k] for k in total} == total
+    assert report["counters"]["bypass.python_function"] == 1
+    assert report["entries"] == 2
+    assert report["counters"]["bytes_written"] == sum(r.stats["bytes_written"] for r in runs)
+    cli(cache_dir, "stats", "--zero")
+    assert json.loads(cli(cache_dir, "stats", "--json"))["counters"]["hits"] == 0
+
+
+def test_python_function_bypasses_with_reason_and_correct_result(run_fresh, cache_dir):
+    import torch
+
+    result = run_fresh("python_function")
+    assert (result.stats["bypasses"], result.stats["misses"], result.stats["hits"]) == (1, 0, 0)
+    assert result.stats["bypass_reasons"] == {"python_function": 1}
+    (line,) = result.log_lines("bypass")
+    assert "opaque_helper" in line
+    torch.manual_seed(0)
+    x = torch.randn(4, 4)
+    assert torch.allclose(result.tensors["y"], (x * 2).sin())
+    assert json.loads(cli(cache_dir, "ls", "--json")) == []
+
+
+def test_dynamic_shapes_bypass_until_supported(run_fresh):
+    result = run_fresh("dynamic")
+    assert result.stats["bypass_reasons"] == {"dynamic_shapes": 1}
+    assert result.stats["errors"] == 0
+
+
+def test_disabled_compiles_without_cache(run_fresh, cache_dir):
+    result = run_fresh("mlp", env={"AOTCACHE_DISABLE": "1"})
+    assert result.stats["bypass_reasons"] == {"disabled": 1}
+    assert not (cache_dir / "entries").exists()
+
+
+def test_unusable_cache_dir_compiles_and_reports_once(run_fresh):
+    result = run_fresh("gpt", env={"AOTCACHE_DIR": "/proc/aotcache-cannot-exist"})
+    assert result.stats["bypasses"] == 2
+    assert result.stats["error_kinds"] == {"store_unavailable": 2}
+    warnings = [ln for ln in result.log if "WARNING" in ln and "unusable" in ln]
+    assert len(warnings) == 1, result.log
+
+
+def test_salt_changes_the_key(run_fresh):
+    run_fresh("mlp")
+    salted = run_fresh("mlp", env={"AOTCACHE_SALT": "experiment-2"})
+    assert (salted.stats["hits"], salted.stats["misses"]) == (0, 1)
