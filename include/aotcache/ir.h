@@ -18,7 +18,7 @@ struct Value {
     kInt = 2,
     kFloat = 3,
     kString = 4,
-    kNodeRef = 5,    // the output of the node at position `i` of the same graph
+    kNodeRef = 5,  // the output of the node at position `i` of the same graph
     kList = 6,
     kTuple = 7,
     kDict = 8,       // ordered (key, value) pairs: `items` alternates key, value
@@ -54,8 +54,8 @@ struct Value {
 
 // Metadata of a tensor: a graph input or a constant. Sizes and strides are concrete in this version.
 struct TensorMeta {
-  std::string dtype;          // "float32"
-  std::string device_type;    // "cpu", "cuda"; the index is not part of the identity
+  std::string dtype;        // "float32"
+  std::string device_type;  // "cpu", "cuda"; the index is not part of the identity
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   int64_t storage_offset = 0;

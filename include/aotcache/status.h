@@ -49,7 +49,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -73,9 +73,9 @@ class [[nodiscard]] Result {
 #define AOTCACHE_CONCAT_(a, b) AOTCACHE_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function when `expr` yields a non-ok Status.
-#define AOTCACHE_RETURN_IF_ERROR(expr)             \
-  do {                                             \
-    ::aotcache::Status aotcache_status_ = (expr);  \
+#define AOTCACHE_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::aotcache::Status aotcache_status_ = (expr);        \
     if (!aotcache_status_.ok()) return aotcache_status_; \
   } while (0)
 

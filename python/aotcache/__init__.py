@@ -6,10 +6,10 @@ Configuration: AOTCACHE_DIR, AOTCACHE_DISABLE, AOTCACHE_SALT, or `aotcache.confi
 """
 
 from aotcache._core import __version__
-from aotcache.settings import Settings, configure
-from aotcache.settings import current as current_settings
 from aotcache.counters import reset as reset_stats
 from aotcache.counters import snapshot as stats
+from aotcache.settings import Settings, configure
+from aotcache.settings import current as current_settings
 
 __all__ = ["__version__", "Settings", "configure", "current_settings", "stats", "reset_stats", "backend"]
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -139,9 +140,7 @@ def _try_hit(
     return fn, True
 
 
-def _compile_and_store(
-    gm, example_inputs, opts, store, key, writable: bool, t_start: float, t_key: float
-) -> Callable:
+def _compile_and_store(gm, example_inputs, opts, store, key, writable: bool, t_start: float, t_key: float) -> Callable:
     """A miss: compile, then write the entry when `writable`."""
     t_compile = time.perf_counter()
     try:

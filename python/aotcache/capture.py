@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import builtins
 import operator
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.fx

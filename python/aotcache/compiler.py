@@ -9,7 +9,8 @@ import contextlib
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 from unittest import mock
 
 import torch

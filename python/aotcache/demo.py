@@ -69,7 +69,6 @@ def _run_worker(out_path: str, env: dict[str, str]) -> dict:
 
 
 def _max_abs_diff(a, b) -> float:
-    import torch
 
     if isinstance(a, dict):
         return max(_max_abs_diff(a[k], b[k]) for k in a)
@@ -111,8 +110,12 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(f"{'':28}{'cold':>10}{'warm':>10}")
-    for label, field in (("train step (first result)", "train_step_s"), ("inference (first result)", "inference_s"),
-                         ("time to first results", "first_result_s"), ("whole process", "process_wall_s")):
+    for label, field in (
+        ("train step (first result)", "train_step_s"),
+        ("inference (first result)", "inference_s"),
+        ("time to first results", "first_result_s"),
+        ("whole process", "process_wall_s"),
+    ):
         print(f"{label:28}{cold[field]:>9.2f}s{warm[field]:>9.2f}s")
     for label in ("hits", "misses", "bypasses", "errors"):
         print(f"{label:28}{cold['stats'][label]:>10}{warm['stats'][label]:>10}")

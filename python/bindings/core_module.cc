@@ -52,7 +52,9 @@ PyObject* g_cache_io_error = nullptr;
 PyObject* g_unencodable_error = nullptr;
 PyObject* g_incompatible_entry_error = nullptr;
 
-[[noreturn]] void raise(const Status& s) { throw StatusError{s}; }
+[[noreturn]] void raise(const Status& s) {
+  throw StatusError{s};
+}
 
 template <typename T>
 T unwrap(Result<T> r) {
@@ -145,13 +147,13 @@ Manifest manifest_from_rows(const std::vector<std::tuple<std::string, std::strin
 TensorMeta make_tensor_meta(std::string dtype, std::string device_type, std::vector<int64_t> sizes,
                             std::vector<int64_t> strides, int64_t storage_offset, bool requires_grad,
                             std::string layout, bool is_pinned, std::string tensor_type) {
-  return TensorMeta{std::move(dtype), std::move(device_type), std::move(sizes), std::move(strides), storage_offset,
+  return TensorMeta{std::move(dtype), std::move(device_type), std::move(sizes), std::move(strides),    storage_offset,
                     requires_grad,    std::move(layout),      is_pinned,        std::move(tensor_type)};
 }
 
 NodeOp parse_op(const std::string& op) {
   static const std::pair<const char*, NodeOp> k_ops[] = {
-      {"placeholder", NodeOp::kPlaceholder},     {"get_attr", NodeOp::kGetAttr},
+      {"placeholder", NodeOp::kPlaceholder},    {"get_attr", NodeOp::kGetAttr},
       {"call_function", NodeOp::kCallFunction}, {"call_method", NodeOp::kCallMethod},
       {"call_module", NodeOp::kCallModule},     {"output", NodeOp::kOutput}};
   for (const auto& [name, value] : k_ops) {
@@ -263,17 +265,18 @@ NB_MODULE(_core, m) {
           "Appends a node; returns its position. Raises UnencodableError for a value the IR cannot hold.")
       .def("__len__", [](const Graph& g) { return g.nodes.size(); });
 
-  m.def("check_graph",
-        [](const Graph& g) -> std::optional<std::pair<std::string, std::string>> {
-          auto r = check_graph(g);
-          if (!r) return std::nullopt;
-          return std::make_pair(r->code, r->message);
-        },
-        "graph"_a, "(reason_code, message) of the first node that is not cacheable, or None.");
+  m.def(
+      "check_graph",
+      [](const Graph& g) -> std::optional<std::pair<std::string, std::string>> {
+        auto r = check_graph(g);
+        if (!r) return std::nullopt;
+        return std::make_pair(r->code, r->message);
+      },
+      "graph"_a, "(reason_code, message) of the first node that is not cacheable, or None.");
 
-  nb::class_<CacheKey>(m, "CacheKey")
-      .def_prop_ro("hex", &CacheKey::hex)
-      .def_prop_ro("manifest", [](const CacheKey& k) { return manifest_rows(k.manifest); });
+  nb::class_<CacheKey>(m, "CacheKey").def_prop_ro("hex", &CacheKey::hex).def_prop_ro("manifest", [](const CacheKey& k) {
+    return manifest_rows(k.manifest);
+  });
 
   m.def(
       "compute_key",
@@ -346,7 +349,8 @@ NB_MODULE(_core, m) {
             return e.payload.size();
           },
           "key"_a, "payload"_a, "metadata"_a, "Writes the entry atomically; returns the payload size.")
-      .def("remove", [](LocalStore& s, const std::string& key) { check(s.remove(key)); }, "key"_a)
+      .def(
+          "remove", [](LocalStore& s, const std::string& key) { check(s.remove(key)); }, "key"_a)
       .def("list",
            [](LocalStore& s) {
              std::vector<std::tuple<std::string, uint64_t, int64_t>> rows;

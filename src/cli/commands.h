@@ -20,8 +20,8 @@ struct Invocation {
   std::ostream* out;
   std::ostream* err;
 
-  bool flag(const std::string& name) const;       // "--json"
-  std::vector<std::string> positional() const;    // arguments that are not options
+  bool flag(const std::string& name) const;     // "--json"
+  std::vector<std::string> positional() const;  // arguments that are not options
 };
 
 // A full key, or a unique prefix of one (at least 4 hex digits) that names exactly one entry.

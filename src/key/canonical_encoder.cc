@@ -27,9 +27,7 @@ Status check_u32(size_t n, const char* what) {
 
 Status encode_value(const Value& v, int64_t node_limit, ByteWriter* out) {
   switch (v.kind) {
-    case Value::Kind::kNone:
-      out->u8(static_cast<uint8_t>(ValueTag::kNone));
-      return Status();
+    case Value::Kind::kNone: out->u8(static_cast<uint8_t>(ValueTag::kNone)); return Status();
     case Value::Kind::kBool:
       out->u8(static_cast<uint8_t>(ValueTag::kBool));
       out->u8(v.b ? 1 : 0);
@@ -50,7 +48,8 @@ Status encode_value(const Value& v, int64_t node_limit, ByteWriter* out) {
     case Value::Kind::kNodeRef:
       if (v.i < 0 || v.i >= node_limit) {
         return Status::invalid_argument("node reference " + std::to_string(v.i) +
-                                        " does not point to an earlier node (limit " + std::to_string(node_limit) + ")");
+                                        " does not point to an earlier node (limit " + std::to_string(node_limit) +
+                                        ")");
       }
       out->u8(static_cast<uint8_t>(ValueTag::kNodeRef));
       out->u32(static_cast<uint32_t>(v.i));
@@ -81,9 +80,7 @@ Status encode_value(const Value& v, int64_t node_limit, ByteWriter* out) {
       out->u8(static_cast<uint8_t>(ValueTag::kSlice));
       for (const Value& item : v.items) AOTCACHE_RETURN_IF_ERROR(encode_value(item, node_limit, out));
       return Status();
-    case Value::Kind::kEllipsis:
-      out->u8(static_cast<uint8_t>(ValueTag::kEllipsis));
-      return Status();
+    case Value::Kind::kEllipsis: out->u8(static_cast<uint8_t>(ValueTag::kEllipsis)); return Status();
   }
   return Status::invalid_argument("value of unknown kind " + std::to_string(static_cast<int>(v.kind)));
 }
@@ -94,9 +91,7 @@ Status decode_value(ByteReader* in, Value* out, int depth) {
   uint8_t tag = 0;
   AOTCACHE_RETURN_IF_ERROR(in->u8(&tag));
   switch (static_cast<ValueTag>(tag)) {
-    case ValueTag::kNone:
-      *out = Value::none();
-      return Status();
+    case ValueTag::kNone: *out = Value::none(); return Status();
     case ValueTag::kBool: {
       uint8_t b = 0;
       AOTCACHE_RETURN_IF_ERROR(in->u8(&b));
@@ -160,9 +155,7 @@ Status decode_value(ByteReader* in, Value* out, int depth) {
       *out = Value::slice(std::move(start), std::move(stop), std::move(step));
       return Status();
     }
-    case ValueTag::kEllipsis:
-      *out = Value::ellipsis();
-      return Status();
+    case ValueTag::kEllipsis: *out = Value::ellipsis(); return Status();
   }
   return Status::corruption("unknown value tag " + std::to_string(tag));
 }
@@ -215,7 +208,8 @@ Status encode_graph(const Graph& graph, ByteWriter* out) {
     std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
     for (size_t k = 1; k < sorted.size(); ++k) {
       if (sorted[k]->first == sorted[k - 1]->first) {
-        return Status::invalid_argument("node " + n.name + " has the keyword argument '" + sorted[k]->first + "' twice");
+        return Status::invalid_argument("node " + n.name + " has the keyword argument '" + sorted[k]->first +
+                                        "' twice");
       }
     }
     out->u32(static_cast<uint32_t>(sorted.size()));

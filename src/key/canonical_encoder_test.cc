@@ -65,10 +65,10 @@ TEST(CanonicalEncoder, RejectsForwardNodeReference) {
 }
 
 TEST(CanonicalEncoder, DecodeRoundTrip) {
-  Value v = Value::dict({Value::string("a"), Value::list({Value::integer(-5), Value::floating(2.5), Value::none()}),
-                         Value::string("b"), Value::tuple({Value::boolean(false), Value::torch_enum("device", "cpu")}),
-                         Value::string("c"), Value::list({Value::slice(Value::integer(1), Value::none(), Value::none()),
-                                                          Value::ellipsis()})});
+  Value v = Value::dict(
+      {Value::string("a"), Value::list({Value::integer(-5), Value::floating(2.5), Value::none()}), Value::string("b"),
+       Value::tuple({Value::boolean(false), Value::torch_enum("device", "cpu")}), Value::string("c"),
+       Value::list({Value::slice(Value::integer(1), Value::none(), Value::none()), Value::ellipsis()})});
   ByteWriter w;
   ASSERT_TRUE(encode_value(v, 0, &w).ok());
   ByteReader r(w.bytes());

@@ -38,7 +38,9 @@ const ManifestComponent* Manifest::find(const std::string& name) const {
   return nullptr;
 }
 
-std::string CacheKey::hex() const { return internal::to_hex(digest); }
+std::string CacheKey::hex() const {
+  return internal::to_hex(digest);
+}
 
 std::string key_digest_of(const Manifest& manifest) {
   ByteWriter w;

@@ -30,8 +30,8 @@ TEST(Key, ManifestHasEveryComponentInOrder) {
   ASSERT_TRUE(k.ok());
   std::vector<std::string> names;
   for (const auto& c : k->manifest.components) names.push_back(c.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"format", "graph", "inputs", "autograd_state", "config", "environment",
-                                             "user"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"format", "graph", "inputs", "autograd_state", "config", "environment", "user"}));
   EXPECT_EQ(k->manifest.find("graph")->summary, "6 nodes, 3 inputs, 2 calls: torch._C._nn.linear torch.relu");
   EXPECT_EQ(k->manifest.find("inputs")->summary, "3 inputs: float32[8, 16] float32[32, 16](grad) float32[32](grad)");
   EXPECT_EQ(key_digest_of(k->manifest), k->digest);

@@ -15,8 +15,8 @@ Entry sample_entry() {
   Entry e;
   e.key_digest = k->digest;
   e.manifest = k->manifest;
-  e.metadata = Value::dict({Value::string("compile_seconds"), Value::floating(12.5), Value::string("producer"),
-                            Value::string("test")});
+  e.metadata = Value::dict(
+      {Value::string("compile_seconds"), Value::floating(12.5), Value::string("producer"), Value::string("test")});
   e.payload = std::string("compiled\0artifact", 17);
   return e;
 }

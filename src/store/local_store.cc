@@ -1,9 +1,8 @@
 // Local store layout: <dir>/entries/<2 hex>/<64 hex>.aotc, <dir>/tmp/ for atomic writes, <dir>/stats (+ .lock).
-#include "aotcache/store.h"
-
 #include <cstdlib>
 #include <sstream>
 
+#include "aotcache/store.h"
 #include "base/sha256.h"
 
 namespace aotcache {
@@ -42,7 +41,8 @@ Result<std::unique_ptr<LocalStore>> LocalStore::open(const std::string& dir, Fil
   AOTCACHE_RETURN_IF_ERROR(fs->create_dirs(clean + "/entries"));
   AOTCACHE_RETURN_IF_ERROR(fs->create_dirs(clean + "/tmp"));
   AOTCACHE_ASSIGN_OR_RETURN(auto tag, fs->read_file(clean + "/CACHEDIR.TAG"));
-  if (!tag.has_value()) AOTCACHE_RETURN_IF_ERROR(fs->write_file_atomic(clean + "/CACHEDIR.TAG", cachedir_tag(), clean + "/tmp"));
+  if (!tag.has_value())
+    AOTCACHE_RETURN_IF_ERROR(fs->write_file_atomic(clean + "/CACHEDIR.TAG", cachedir_tag(), clean + "/tmp"));
   return std::unique_ptr<LocalStore>(new LocalStore(clean, fs));
 }
 
@@ -80,7 +80,8 @@ Result<std::vector<EntryInfo>> LocalStore::list() {
     AOTCACHE_ASSIGN_OR_RETURN(auto files, fs_->list_dir(dir_ + "/entries/" + shard.name));
     for (const DirEntry& f : files) {
       const std::string suffix = k_entry_suffix;
-      if (f.is_dir || f.name.size() <= suffix.size() || f.name.substr(f.name.size() - suffix.size()) != suffix) continue;
+      if (f.is_dir || f.name.size() <= suffix.size() || f.name.substr(f.name.size() - suffix.size()) != suffix)
+        continue;
       std::string key_hex = f.name.substr(0, f.name.size() - suffix.size());
       if (!is_valid_key_hex(key_hex)) continue;
       out.push_back({std::move(key_hex), f.size, f.mtime_unix});

@@ -61,12 +61,15 @@ inline TensorMeta tensor(std::vector<int64_t> sizes, bool requires_grad = false)
 inline KeyInputs linear_relu_inputs(const Graph* g) {
   KeyInputs in;
   in.graph = g;
-  in.inputs = {InputMeta{tensor({8, 16}), {}}, InputMeta{tensor({32, 16}, true), {}}, InputMeta{tensor({32}, true), {}}};
+  in.inputs = {InputMeta{tensor({8, 16}), {}}, InputMeta{tensor({32, 16}, true), {}},
+               InputMeta{tensor({32}, true), {}}};
   in.inputs[1].tensor->tensor_type = "Parameter";
   in.inputs[2].tensor->tensor_type = "Parameter";
   in.autograd_state = Value::dict({Value::string("grad_enabled"), Value::boolean(true)});
-  in.config = Value::dict({Value::string("inductor"), Value::dict({Value::string("max_autotune"), Value::boolean(false)})});
-  in.environment = Value::dict({Value::string("torch"), Value::string("2.13.0"), Value::string("python"), Value::string("3.11")});
+  in.config =
+      Value::dict({Value::string("inductor"), Value::dict({Value::string("max_autotune"), Value::boolean(false)})});
+  in.environment =
+      Value::dict({Value::string("torch"), Value::string("2.13.0"), Value::string("python"), Value::string("3.11")});
   in.user = Value::dict({});
   return in;
 }

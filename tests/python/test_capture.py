@@ -78,7 +78,9 @@ def test_targets_are_classified():
     g = capture_graph(gm)
     assert len(g) == 5
     assert _core.check_graph(g) is None
-    manifest = dict((n, s) for n, _, s in _core.compute_key(g, capture_inputs([torch.randn(4)]), {}, {}, {}, {}).manifest)
+    manifest = dict(
+        (n, s) for n, _, s in _core.compute_key(g, capture_inputs([torch.randn(4)]), {}, {}, {}, {}).manifest
+    )
     assert "operator.getitem" in manifest["graph"] and "view" in manifest["graph"]
 
 
@@ -133,7 +135,13 @@ def test_store_round_trip_and_corruption(tmp_path):
     assert entry.payload == b"payload\x00bytes"
     assert entry.metadata == {"compile_seconds": 1.5}
     assert [name for name, _, _ in entry.manifest] == [
-        "format", "graph", "inputs", "autograd_state", "config", "environment", "user"
+        "format",
+        "graph",
+        "inputs",
+        "autograd_state",
+        "config",
+        "environment",
+        "user",
     ]
     path = store.entry_path(key.hex)
     with open(path, "r+b") as f:

@@ -1,0 +1,55 @@
+# aotcache: `make demo` and `make test` set everything up on a fresh Debian 12 machine, then run.
+.DEFAULT_GOAL := help
+.PHONY: help setup install build-cpp demo test test-cpp test-python lint format bench clean
+
+VENV        := .venv
+PY          := $(VENV)/bin/python
+CPP_BUILD   := build/cpp
+# Warnings are errors in every build these targets make (CI runs `make test`).
+export AOTCACHE_WERROR ?= ON
+PY_SOURCES  := $(shell find python -name '*.py' -o -name '*.cc')
+CPP_SOURCES := $(shell find include src -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
+
+help:
+	@echo "make demo    set up (apt, .venv, build) and run the cold-vs-warm demo in two fresh processes"
+	@echo "make test    set up and run every test (C++ ctest + pytest)"
+	@echo "make lint    clang-format and ruff checks"
+	@echo "make clean   remove build outputs (keeps .venv)"
+
+setup:
+	@scripts/setup.sh
+
+# The editable install rebuilds the extension and the CLI when C++ or build files change.
+$(VENV)/.aotcache-installed: $(CPP_SOURCES) python/bindings/core_module.cc | setup
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+	@touch $@
+
+install: setup $(VENV)/.aotcache-installed
+
+build-cpp: setup
+	$(VENV)/bin/cmake -S . -B $(CPP_BUILD) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAOTCACHE_WERROR=$(AOTCACHE_WERROR) >/dev/null
+	$(VENV)/bin/cmake --build $(CPP_BUILD)
+
+demo: install
+	$(PY) -m aotcache.demo
+
+test-cpp: build-cpp
+	cd $(CPP_BUILD) && ../../$(VENV)/bin/ctest --output-on-failure
+
+test-python: install
+	$(PY) -m pytest -q
+
+test: lint test-cpp test-python
+
+lint: setup
+	clang-format --dry-run --Werror $$(find include src python/bindings -name '*.h' -o -name '*.cc')
+	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/ruff check python tests
+
+format: setup
+	clang-format -i $$(find include src python/bindings -name '*.h' -o -name '*.cc')
+	$(VENV)/bin/ruff format python tests
+
+clean:
+	rm -rf build $(VENV)/.aotcache-installed
