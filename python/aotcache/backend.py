@@ -128,7 +128,15 @@ def _try_hit(
         return None, True
     t_load = time.perf_counter()
     saved = float(entry.metadata.get("compile_seconds", 0.0)) if isinstance(entry.metadata, dict) else 0.0
-    counters.record({"hits": 1, "bytes_read": len(entry.payload), "saved_us": int(saved * 1e6)}, store)
+    counters.record(
+        {
+            "hits": 1,
+            "bytes_read": len(entry.payload),
+            "saved_us": int(saved * 1e6),
+            "load_us": int((t_load - t_lookup) * 1e6),
+        },
+        store,
+    )
     log.info(
         "hit key=%s key_time=%s lookup=%s load=%s total=%s",
         key.hex[:16],

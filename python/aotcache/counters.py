@@ -1,7 +1,8 @@
 """Counters: this process's in memory (`aotcache.stats()`), every cache directory's on disk (`aotcache stats`).
 
 Counter names are shared by both: hits, misses, bypasses, errors, bypass.<reason>, error.<kind>, bytes_read,
-bytes_written, compile_us (time spent compiling on misses), saved_us (compile time the hits did not spend).
+bytes_written, compile_us (time spent compiling on misses), saved_us (compile time the hits did not spend),
+load_us (time spent loading hits).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def snapshot() -> dict[str, Any]:
     out["bytes_written"] = c.get("bytes_written", 0)
     out["compile_seconds"] = c.get("compile_us", 0) / 1e6
     out["saved_seconds"] = c.get("saved_us", 0) / 1e6
+    out["load_seconds"] = c.get("load_us", 0) / 1e6
     return out
 
 
