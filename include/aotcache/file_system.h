@@ -37,6 +37,8 @@ class FileSystem {
   virtual Status create_dirs(const std::string& path) = 0;
   // A missing file is not an error.
   virtual Status remove_file(const std::string& path) = 0;
+  // Removes an empty directory. A missing or non-empty directory is not an error (it stays).
+  virtual Status remove_dir(const std::string& path) = 0;
   // An empty list when the directory does not exist.
   virtual Result<std::vector<DirEntry>> list_dir(const std::string& path) = 0;
   // Blocks until the lock on `path` (created if missing) is held.

@@ -113,6 +113,9 @@ struct Node {
   // get_attr of a constant tensor: its metadata and the SHA-256 of its bytes (raw, 32 bytes).
   std::optional<TensorMeta> constant_meta;
   std::string constant_digest;
+  // Semantic node meta only (checkpoint tags, user annotations, partitioner tags): what can change the compile.
+  // Debug meta (stack traces, module paths, example values) never reaches the IR.
+  std::vector<std::pair<std::string, Value>> meta;
 
   bool operator==(const Node&) const = default;
 };

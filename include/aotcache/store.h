@@ -42,8 +42,12 @@ class LocalStore {
   Status put(const Entry& entry);
   Status remove(const std::string& key_hex);
   Result<std::vector<EntryInfo>> list();
-  // Removes every entry; keeps the counters.
+  // Removes every entry and the graph index; keeps the counters.
   Status clear();
+
+  // Keys of stored entries whose `graph` component has this digest (64 hex), newest first: the entries a miss
+  // can be explained against. Index records of removed entries are dropped on the way.
+  Result<std::vector<std::string>> keys_for_graph(const std::string& graph_digest_hex);
 
   // Adds `delta` to the persistent counters under a file lock: safe across processes.
   Status add_counters(const Counters& delta);
@@ -56,6 +60,7 @@ class LocalStore {
  private:
   LocalStore(std::string dir, FileSystem* fs) : dir_(std::move(dir)), fs_(fs) {}
   Result<Counters> read_counters_unlocked();
+  std::string graph_index_dir(const std::string& graph_digest_hex) const;
 
   std::string dir_;
   FileSystem* fs_;

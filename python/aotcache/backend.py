@@ -174,6 +174,9 @@ def _compile_and_store(gm, example_inputs, opts, store, key, writable: bool, t_s
         "payload_kind": "inductor_aot_artifact",
     }
     delta = {"misses": 1, "compile_us": int(compile_s * 1e6)}
+    explanation = _explain_miss(store, key)
+    for component in explanation[0]:
+        delta[f"miss.{component}"] = 1
     t_put = time.perf_counter()
     if writable:
         try:
@@ -184,15 +187,48 @@ def _compile_and_store(gm, example_inputs, opts, store, key, writable: bool, t_s
     t_end = time.perf_counter()
     counters.record(delta, store)
     log.info(
-        "miss key=%s key_time=%s compile=%s store=%s bytes=%d total=%s",
+        "miss key=%s key_time=%s compile=%s store=%s bytes=%d total=%s%s",
         key.hex[:16],
         _ms(t_key - t_start),
         _ms(compile_s),
         _ms(t_end - t_put),
         len(payload),
         _ms(t_end - t_start),
+        explanation[1],
     )
     return fn
+
+
+_EXPLAIN_CANDIDATES = 3
+
+
+def _explain_miss(store: _core.LocalStore, key: _core.CacheKey) -> tuple[list[str], str]:
+    """(components that caused the miss, a log suffix). Compares the key with the newest stored entries of the same
+    graph and names the components that differ from the closest one; `new_graph` when the graph was never stored."""
+    graph_digest = next(digest for name, digest, _ in key.manifest if name == "graph")
+    try:
+        candidates = [k for k in store.keys_for_graph(graph_digest) if k != key.hex][:_EXPLAIN_CANDIDATES]
+        best: tuple[list[str], list] | None = None
+        for candidate in candidates:
+            try:
+                entry = store.get(candidate)
+            except _core.CacheError:
+                continue
+            if entry is None:
+                continue
+            differ = _core.differing_components(key.manifest, entry.manifest)
+            if best is None or len(differ) < len(best[0]):
+                best = (differ, entry.manifest)
+    except _core.CacheError as e:
+        log.debug("cannot explain the miss of %s: %s", key.hex[:16], e)
+        return ["unexplained"], ""
+    if best is None:
+        return ["new_graph"], " (no stored entry for this graph)"
+    differ, other = best
+    ours = {name: summary for name, _, summary in key.manifest}
+    theirs = {name: summary for name, _, summary in other}
+    details = "; ".join(f"{c}: now [{ours.get(c, '')}] cached [{theirs.get(c, '')}]" for c in differ)
+    return differ, f" (differs from a cached entry of the same graph in {', '.join(differ)}: {details})"
 
 
 def _compile_bypassed(gm, example_inputs, opts, bypass: Bypass, store) -> Callable:

@@ -7,6 +7,7 @@ hashing and the cacheability rules are C++. Anything this module cannot express 
 from __future__ import annotations
 
 import builtins
+import enum
 import operator
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +19,30 @@ from aotcache import _core
 from aotcache.errors import Bypass
 
 _ATEN_NAMESPACES = {"aten", "prims"}
+
+# Node meta that can change what AOTAutograd and Inductor produce: keyed.
+SEMANTIC_META = ("custom", "recompute", "ac_graph_id", "partitioner_tag")
+# Node meta that records where a node came from or what it computed, derived from the graph and its inputs or used
+# for debugging only: never keyed (a moved file or a renamed module must still hit).
+IGNORED_META = frozenset(
+    {
+        "stack_trace",
+        "example_value",
+        "val",
+        "tensor_meta",
+        "nn_module_stack",
+        "fwd_nn_module_stack",
+        "source_fn_stack",
+        "fwd_source_fn_stack",
+        "tensor_dict",
+        "grapharg",
+        "seq_nr",
+        "creation_timestamp",
+        "from_node",
+        "original_aten",
+        "is_wrapped",
+    }
+)
 _ELLIPSIS = _core.EllipsisTag()
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -107,13 +132,25 @@ class _ArgNormalizer:
             return _core.TorchEnum("layout", _strip_torch(str(value)))
         if t is torch.memory_format:
             return _core.TorchEnum("memory_format", _strip_torch(str(value)))
+        if isinstance(value, enum.Enum):  # e.g. torch.utils.checkpoint.CheckpointPolicy: stable by class and name
+            return _core.TorchEnum(f"{t.__module__}.{t.__qualname__}", value.name)
         if isinstance(value, _SYMBOLIC):
             raise Bypass("dynamic_shapes", f"{where} has a symbolic argument; not supported yet")
         raise Bypass("unencodable_value", f"{where} has an argument of type {t.__module__}.{t.__qualname__}")
 
 
+def _semantic_meta(node: torch.fx.Node, normalize: _ArgNormalizer, where: str) -> dict[str, Any] | None:
+    unknown = node.meta.keys() - IGNORED_META - set(SEMANTIC_META)
+    if unknown:
+        raise Bypass("unknown_node_meta", f"{where} carries node meta {sorted(unknown)} that aotcache does not know")
+    meta = {k: normalize(node.meta[k], f"{where} meta {k}") for k in SEMANTIC_META if k in node.meta}
+    return meta or None
+
+
 def capture_graph(gm: torch.fx.GraphModule) -> _core.Graph:
     """The IR of `gm`: nodes in order, referred to by position."""
+    if hasattr(gm, "saved_tensors_hooks_pack_0"):
+        raise Bypass("saved_tensors_hooks", "saved-tensor hooks are active; their code is not in the key")
     graph = _core.Graph()
     positions: dict[torch.fx.Node, int] = {}
     normalize = _ArgNormalizer(positions)
@@ -139,9 +176,10 @@ def capture_graph(gm: torch.fx.GraphModule) -> _core.Graph:
             raise Bypass("unknown_node", f"{where} has op {node.op}")
         args = normalize(node.args, where)
         kwargs = {k: normalize(v, where) for k, v in node.kwargs.items()}
+        meta = _semantic_meta(node, normalize, where)
         try:
             positions[node] = graph.add_node(
-                node.name, node.op, kind, target, args, kwargs, constant_meta, constant_bytes
+                node.name, node.op, kind, target, args, kwargs, constant_meta, constant_bytes, meta
             )
         except _core.UnencodableError as e:
             raise Bypass("unencodable_value", f"{where} (target {target}): {e}") from None

@@ -1,8 +1,8 @@
 """Counters: this process's in memory (`aotcache.stats()`), every cache directory's on disk (`aotcache stats`).
 
-Counter names are shared by both: hits, misses, bypasses, errors, bypass.<reason>, error.<kind>, bytes_read,
-bytes_written, compile_us (time spent compiling on misses), saved_us (compile time the hits did not spend),
-load_us (time spent loading hits).
+Counter names are shared by both: hits, misses, bypasses, errors, bypass.<reason>, miss.<component>, error.<kind>,
+bytes_read, bytes_written, compile_us (time spent compiling on misses), saved_us (compile time the hits did not
+spend), load_us (time spent loading hits).
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ def snapshot() -> dict[str, Any]:
         c = dict(_counters)
     out: dict[str, Any] = {name: c.pop(name, 0) for name in ("hits", "misses", "bypasses", "errors")}
     out["bypass_reasons"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("bypass.")}
+    # A miss counts under every key component that differs from the closest cached entry of the same graph, or
+    # under new_graph when no entry of the graph is stored.
+    out["miss_reasons"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("miss.")}
     out["error_kinds"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("error.")}
     out["bytes_read"] = c.get("bytes_read", 0)
     out["bytes_written"] = c.get("bytes_written", 0)

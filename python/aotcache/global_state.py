@@ -6,6 +6,8 @@ Each is a plain dict of plain values, hashed by the C++ key as one manifest comp
 from __future__ import annotations
 
 import functools
+import json
+import os
 import platform
 import sys
 from typing import Any
@@ -127,18 +129,61 @@ def config_state(backend_options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+ENVIRONMENT_OVERRIDE_VAR = "AOTCACHE_ENVIRONMENT_OVERRIDE"
+
+
 @functools.cache
-def environment() -> dict[str, Any]:
-    """Fixed for the life of the process."""
-    return {
+def _probed_environment() -> dict[str, Any]:
+    """What the machine and build are: fixed for the life of the process, probed once."""
+    from torch._inductor import cpp_builder
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    cxx = cpp_builder.get_cpp_compiler()
+    # Ordered so that the one-line summary shows the fields people compare first.
+    env: dict[str, Any] = {
         "torch": str(torch.__version__),
-        "torch_git": torch.version.git_version,
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         "platform": f"{sys.platform}-{platform.machine()}",
+        # The vector ISA Inductor generates C++ kernels for, and the compiler that builds them.
+        "vec_isa": str(pick_vec_isa()),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cuda": torch.version.cuda,
         "hip": torch.version.hip,
+        "gpus": [],
+        "triton": None,
+        "cxx": cxx,
+        "torch_git": torch.version.git_version,
+        "cxx_version": cpp_builder.get_compiler_version_info(cxx),
     }
+    if torch.cuda.is_available():
+        env["gpus"] = [
+            [torch.cuda.get_device_name(i), list(torch.cuda.get_device_capability(i))]
+            for i in range(torch.cuda.device_count())
+        ]
+        try:
+            import triton
+
+            env["triton"] = triton.__version__
+        except ImportError:
+            pass
+    return env
+
+
+def environment() -> dict[str, Any]:
+    """The environment component. AOTCACHE_ENVIRONMENT_OVERRIDE (a JSON object) replaces fields: for tests that
+    simulate another torch, Python or CPU, never for production use."""
+    env = dict(_probed_environment())
+    override = os.environ.get(ENVIRONMENT_OVERRIDE_VAR)
+    if override:
+        try:
+            fields = json.loads(override)
+        except json.JSONDecodeError as e:
+            raise Bypass("bad_environment_override", f"{ENVIRONMENT_OVERRIDE_VAR} is not JSON: {e}") from None
+        if not isinstance(fields, dict):
+            raise Bypass("bad_environment_override", f"{ENVIRONMENT_OVERRIDE_VAR} must be a JSON object")
+        _check_plain(fields, ENVIRONMENT_OVERRIDE_VAR)
+        env.update(fields)
+    return env
 
 
 def user_state(salt: str) -> dict[str, Any]:

@@ -242,7 +242,7 @@ NB_MODULE(_core, m) {
           "add_node",
           [](Graph& g, std::string name, const std::string& op, const std::string& target_kind, std::string target,
              nb::handle args, nb::handle kwargs, std::optional<TensorMeta> constant_meta,
-             std::optional<nb::bytes> constant_bytes) {
+             std::optional<nb::bytes> constant_bytes, std::optional<nb::dict> meta) {
             Node n;
             n.name = std::move(name);
             n.op = parse_op(op);
@@ -257,11 +257,14 @@ NB_MODULE(_core, m) {
               if (!constant_bytes.has_value()) raise(Status::invalid_argument("a constant needs its bytes"));
               n.constant_digest = internal::sha256(std::string_view(constant_bytes->c_str(), constant_bytes->size()));
             }
+            if (meta.has_value()) {
+              for (auto [k, v] : *meta) n.meta.emplace_back(nb::cast<std::string>(k), to_value(v, 0));
+            }
             g.nodes.push_back(std::move(n));
             return static_cast<int64_t>(g.nodes.size() - 1);
           },
           "name"_a, "op"_a, "target_kind"_a, "target"_a, "args"_a, "kwargs"_a, "constant_meta"_a = nb::none(),
-          "constant_bytes"_a = nb::none(),
+          "constant_bytes"_a = nb::none(), "meta"_a = nb::none(),
           "Appends a node; returns its position. Raises UnencodableError for a value the IR cannot hold.")
       .def("__len__", [](const Graph& g) { return g.nodes.size(); });
 
@@ -358,6 +361,9 @@ NB_MODULE(_core, m) {
              return rows;
            })
       .def("clear", [](LocalStore& s) { check(s.clear()); })
+      .def(
+          "keys_for_graph", [](LocalStore& s, const std::string& digest) { return unwrap(s.keys_for_graph(digest)); },
+          "graph_digest"_a, "Keys of entries with this graph component digest, newest first.")
       .def(
           "add_counters", [](LocalStore& s, const Counters& delta) { check(s.add_counters(delta)); }, "delta"_a)
       .def("read_counters", [](LocalStore& s) { return unwrap(s.read_counters()); });

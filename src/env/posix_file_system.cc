@@ -120,6 +120,13 @@ class PosixFileSystem final : public FileSystem {
     return Status();
   }
 
+  Status remove_dir(const std::string& path) override {
+    if (rmdir(path.c_str()) != 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST) {
+      return errno_status("cannot remove directory", path);
+    }
+    return Status();
+  }
+
   Result<std::vector<DirEntry>> list_dir(const std::string& path) override {
     std::vector<DirEntry> out;
     DIR* d = opendir(path.c_str());

@@ -188,7 +188,34 @@ Status encode_inputs(const std::vector<InputMeta>& inputs, ByteWriter* out) {
   return Status();
 }
 
+namespace {
+
+// u32 count, then (str name, value) sorted by name; a repeated name is an error.
+Status encode_named_values(const std::vector<std::pair<std::string, Value>>& values, int64_t limit,
+                           const std::string& node_name, const char* what, ByteWriter* out) {
+  std::vector<const std::pair<std::string, Value>*> sorted;
+  sorted.reserve(values.size());
+  for (const auto& kv : values) sorted.push_back(&kv);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  for (size_t k = 1; k < sorted.size(); ++k) {
+    if (sorted[k]->first == sorted[k - 1]->first) {
+      return Status::invalid_argument("node " + node_name + " has the " + what + " '" + sorted[k]->first + "' twice");
+    }
+  }
+  AOTCACHE_RETURN_IF_ERROR(check_u32(sorted.size(), what));
+  out->u32(static_cast<uint32_t>(sorted.size()));
+  for (const auto* kv : sorted) {
+    AOTCACHE_RETURN_IF_ERROR(check_u32(kv->first.size(), what));
+    out->str(kv->first);
+    AOTCACHE_RETURN_IF_ERROR(encode_value(kv->second, limit, out));
+  }
+  return Status();
+}
+
+}  // namespace
+
 Status encode_graph(const Graph& graph, ByteWriter* out) {
+  AOTCACHE_RETURN_IF_ERROR(check_u32(graph.nodes.size(), "graph"));
   out->u32(static_cast<uint32_t>(graph.nodes.size()));
   for (size_t pos = 0; pos < graph.nodes.size(); ++pos) {
     const Node& n = graph.nodes[pos];
@@ -198,25 +225,14 @@ Status encode_graph(const Graph& graph, ByteWriter* out) {
     // Placeholder targets are argument names and get_attr targets of constants are attribute names: both are
     // identified by position (and the constant by its content), never by name.
     const bool named_by_user = n.op == NodeOp::kPlaceholder || (n.op == NodeOp::kGetAttr && n.constant_meta);
+    AOTCACHE_RETURN_IF_ERROR(check_u32(n.target.size(), "target"));
     out->str(named_by_user ? std::string_view() : std::string_view(n.target));
+    AOTCACHE_RETURN_IF_ERROR(check_u32(n.args.size(), "argument list"));
     out->u32(static_cast<uint32_t>(n.args.size()));
     for (const Value& a : n.args) AOTCACHE_RETURN_IF_ERROR(encode_value(a, limit, out));
-    // kwargs are by name: their order carries no meaning, so they are sorted.
-    std::vector<const std::pair<std::string, Value>*> sorted;
-    sorted.reserve(n.kwargs.size());
-    for (const auto& kw : n.kwargs) sorted.push_back(&kw);
-    std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
-    for (size_t k = 1; k < sorted.size(); ++k) {
-      if (sorted[k]->first == sorted[k - 1]->first) {
-        return Status::invalid_argument("node " + n.name + " has the keyword argument '" + sorted[k]->first +
-                                        "' twice");
-      }
-    }
-    out->u32(static_cast<uint32_t>(sorted.size()));
-    for (const auto* kw : sorted) {
-      out->str(kw->first);
-      AOTCACHE_RETURN_IF_ERROR(encode_value(kw->second, limit, out));
-    }
+    // kwargs and meta are by name: their order carries no meaning, so they are sorted.
+    AOTCACHE_RETURN_IF_ERROR(encode_named_values(n.kwargs, limit, n.name, "keyword argument", out));
+    AOTCACHE_RETURN_IF_ERROR(encode_named_values(n.meta, limit, n.name, "meta key", out));
     out->u8(n.constant_meta.has_value() ? 1 : 0);
     if (n.constant_meta.has_value()) {
       encode_tensor_meta(*n.constant_meta, out);

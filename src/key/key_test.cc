@@ -21,7 +21,7 @@ std::string key_hex(const KeyInputs& in) {
 TEST(Key, GoldenDigest) {
   Graph g = linear_relu_graph();
   // Recompute only for a deliberate change of the encoding, together with k_key_schema_version and the docs.
-  EXPECT_EQ(key_hex(linear_relu_inputs(&g)), "ecc92ded93e2acf82ad51486c1ad3fd9ebcfa7eb3d3674126dd7ee44fc53e797");
+  EXPECT_EQ(key_hex(linear_relu_inputs(&g)), "006fd2e76e01f031d83e06b96c47580a500f071bfdf240473056c575ed1e1594");
 }
 
 TEST(Key, ManifestHasEveryComponentInOrder) {
@@ -92,6 +92,20 @@ TEST(Key, EachComponentChangesTheKeyAndIsNamed) {
     EXPECT_NE(k->digest, base_key->digest) << v.component;
     EXPECT_EQ(differing_components(base_key->manifest, k->manifest), std::vector<std::string>{v.component});
   }
+}
+
+TEST(Key, SemanticMetaIsKeyedInAnyOrder) {
+  Graph plain = testing::linear_relu_graph();
+  Graph tagged = testing::linear_relu_graph();
+  tagged.nodes[3].meta = {{"recompute", Value::torch_enum("torch.utils.checkpoint.CheckpointPolicy", "MUST_SAVE")},
+                          {"custom", Value::dict({Value::string("stage"), Value::integer(0)})}};
+  Graph reordered = tagged;
+  std::swap(reordered.nodes[3].meta[0], reordered.nodes[3].meta[1]);
+  Graph other_tag = tagged;
+  other_tag.nodes[3].meta[0].second = Value::torch_enum("torch.utils.checkpoint.CheckpointPolicy", "PREFER_RECOMPUTE");
+  EXPECT_NE(key_hex(linear_relu_inputs(&plain)), key_hex(linear_relu_inputs(&tagged)));
+  EXPECT_EQ(key_hex(linear_relu_inputs(&tagged)), key_hex(linear_relu_inputs(&reordered)));
+  EXPECT_NE(key_hex(linear_relu_inputs(&tagged)), key_hex(linear_relu_inputs(&other_tag)));
 }
 
 TEST(Key, TypedScalarArgumentsDiffer) {

@@ -1,4 +1,6 @@
-// Local store layout: <dir>/entries/<2 hex>/<64 hex>.aotc, <dir>/tmp/ for atomic writes, <dir>/stats (+ .lock).
+// Local store layout: <dir>/entries/<2 hex>/<64 hex>.aotc, <dir>/by-graph/<2 hex>/<graph digest>/<key> (empty index
+// records), <dir>/tmp/ for atomic writes, <dir>/stats (+ .lock). docs/store-layout.md.
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -59,12 +61,43 @@ Result<std::optional<Entry>> LocalStore::get(const std::string& key_hex) {
   return std::optional<Entry>(std::move(e));
 }
 
+std::string LocalStore::graph_index_dir(const std::string& graph_digest_hex) const {
+  return dir_ + "/by-graph/" + graph_digest_hex.substr(0, 2) + "/" + graph_digest_hex;
+}
+
 Status LocalStore::put(const Entry& entry) {
   const std::string key_hex = internal::to_hex(entry.key_digest);
   if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("entry without a valid key digest");
   AOTCACHE_RETURN_IF_ERROR(fs_->create_dirs(dir_ + "/entries/" + key_hex.substr(0, 2)));
   AOTCACHE_ASSIGN_OR_RETURN(std::string bytes, encode_entry(entry));
-  return fs_->write_file_atomic(entry_path(key_hex), bytes, dir_ + "/tmp");
+  AOTCACHE_RETURN_IF_ERROR(fs_->write_file_atomic(entry_path(key_hex), bytes, dir_ + "/tmp"));
+  // The index record comes after the entry, so a record always names an entry that was complete once.
+  if (const ManifestComponent* graph = entry.manifest.find("graph"); graph != nullptr) {
+    const std::string index = graph_index_dir(internal::to_hex(graph->digest));
+    AOTCACHE_RETURN_IF_ERROR(fs_->create_dirs(index));
+    AOTCACHE_RETURN_IF_ERROR(fs_->write_file_atomic(index + "/" + key_hex, "", dir_ + "/tmp"));
+  }
+  return Status();
+}
+
+Result<std::vector<std::string>> LocalStore::keys_for_graph(const std::string& graph_digest_hex) {
+  if (!is_valid_key_hex(graph_digest_hex)) return Status::invalid_argument("not a graph digest: " + graph_digest_hex);
+  const std::string index = graph_index_dir(graph_digest_hex);
+  AOTCACHE_ASSIGN_OR_RETURN(auto records, fs_->list_dir(index));
+  std::sort(records.begin(), records.end(), [](const DirEntry& a, const DirEntry& b) {
+    return a.mtime_unix != b.mtime_unix ? a.mtime_unix > b.mtime_unix : a.name < b.name;
+  });
+  std::vector<std::string> keys;
+  for (const DirEntry& r : records) {
+    if (!is_valid_key_hex(r.name)) continue;
+    AOTCACHE_ASSIGN_OR_RETURN(auto exists, fs_->read_file(entry_path(r.name)));
+    if (exists.has_value()) {
+      keys.push_back(r.name);
+    } else {
+      AOTCACHE_RETURN_IF_ERROR(fs_->remove_file(index + "/" + r.name));  // its entry was removed
+    }
+  }
+  return keys;
 }
 
 Status LocalStore::remove(const std::string& key_hex) {
@@ -93,6 +126,18 @@ Result<std::vector<EntryInfo>> LocalStore::list() {
 Status LocalStore::clear() {
   AOTCACHE_ASSIGN_OR_RETURN(auto entries, list());
   for (const EntryInfo& e : entries) AOTCACHE_RETURN_IF_ERROR(remove(e.key_hex));
+  const std::string by_graph = dir_ + "/by-graph";
+  AOTCACHE_ASSIGN_OR_RETURN(auto shards, fs_->list_dir(by_graph));
+  for (const DirEntry& shard : shards) {
+    AOTCACHE_ASSIGN_OR_RETURN(auto graphs, fs_->list_dir(by_graph + "/" + shard.name));
+    for (const DirEntry& g : graphs) {
+      const std::string gdir = by_graph + "/" + shard.name + "/" + g.name;
+      AOTCACHE_ASSIGN_OR_RETURN(auto records, fs_->list_dir(gdir));
+      for (const DirEntry& r : records) AOTCACHE_RETURN_IF_ERROR(fs_->remove_file(gdir + "/" + r.name));
+      AOTCACHE_RETURN_IF_ERROR(fs_->remove_dir(gdir));
+    }
+    AOTCACHE_RETURN_IF_ERROR(fs_->remove_dir(by_graph + "/" + shard.name));
+  }
   return Status();
 }
 

@@ -111,3 +111,36 @@ TEST(LocalStoreOpen, UnwritableDirectoryIsIOError) {
 
 }  // namespace
 }  // namespace aotcache
+
+namespace aotcache {
+namespace {
+
+TEST_F(LocalStoreTest, GraphIndexFindsEntriesOfTheSameGraph) {
+  Entry a = entry();
+  Graph g = testing::linear_relu_graph();
+  KeyInputs other = testing::linear_relu_inputs(&g);
+  other.inputs[0].tensor->sizes[0] = 9;
+  auto kb = compute_key(other);
+  ASSERT_TRUE(kb.ok());
+  Entry b = a;
+  b.key_digest = kb->digest;
+  b.manifest = kb->manifest;
+  ASSERT_TRUE(store_->put(a).ok());
+  ASSERT_TRUE(store_->put(b).ok());
+  const std::string graph_hex = internal::to_hex(a.manifest.find("graph")->digest);
+  auto keys = store_->keys_for_graph(graph_hex);
+  ASSERT_TRUE(keys.ok());
+  EXPECT_EQ(keys->size(), 2u);
+  // A removed entry drops out of the index.
+  ASSERT_TRUE(store_->remove(internal::to_hex(a.key_digest)).ok());
+  keys = store_->keys_for_graph(graph_hex);
+  ASSERT_TRUE(keys.ok());
+  EXPECT_EQ(*keys, std::vector<std::string>{internal::to_hex(b.key_digest)});
+  // clear() empties the index too.
+  ASSERT_TRUE(store_->clear().ok());
+  EXPECT_TRUE(store_->keys_for_graph(graph_hex)->empty());
+  EXPECT_TRUE(default_file_system()->list_dir(dir_ + "/by-graph")->empty());
+}
+
+}  // namespace
+}  // namespace aotcache

@@ -52,8 +52,14 @@ def test_gpt_training_and_inference_graphs_both_hit(run_fresh):
 def test_changed_input_or_state_misses(run_fresh, cache_dir, variant, component):
     base = run_fresh("mlp")
     assert base.stats["misses"] == 1
+    assert base.stats["miss_reasons"] == {"new_graph": 1}
     changed = run_fresh("mlp", *variant)
     assert (changed.stats["hits"], changed.stats["misses"]) == (0, 1)
+    # The backend explains the miss against the cached entry of the same graph, in the log and the counters.
+    assert changed.stats["miss_reasons"] == {component: 1}
+    (line,) = changed.log_lines("miss")
+    assert f"differs from a cached entry of the same graph in {component}:" in line, line
+    assert json.loads(cli(cache_dir, "stats", "--json"))["counters"][f"miss.{component}"] == 1
     entries = json.loads(cli(cache_dir, "ls", "--json"))
     assert len(entries) == 2
     # The miss is explained by exactly the component that changed.
