@@ -151,3 +151,69 @@ def test_store_round_trip_and_corruption(tmp_path):
         store.get(key.hex)
     with pytest.raises(_core.CacheError):
         store.get("../../etc/passwd")
+
+
+def _dynamo_graph(fn, *inputs) -> torch.fx.GraphModule:
+    """The GraphModule Dynamo hands a backend for `fn(*inputs)`."""
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=record, fullgraph=True)(*inputs)
+    return graphs[0]
+
+
+def test_user_annotations_are_keyed_debug_meta_is_not():
+    import torch.fx.traceback as fx_traceback
+
+    def plain(x):
+        return x.sin() + 1
+
+    def annotated(x, stage=0):
+        with fx_traceback.annotate({"pp_stage": stage}):
+            return x.sin() + 1
+
+    x = torch.randn(3)
+    k_plain = _key(_dynamo_graph(plain, x), [x]).hex
+    k_stage0 = _key(_dynamo_graph(annotated, x), [x]).hex
+    k_stage1 = _key(_dynamo_graph(lambda t: annotated(t, stage=1), x), [x]).hex
+    assert len({k_plain, k_stage0, k_stage1}) == 3
+    # Stack traces, module stacks and example values are in Dynamo's meta, yet a second capture keys the same.
+    assert _key(_dynamo_graph(plain, x), [x]).hex == k_plain
+
+
+def test_unknown_node_meta_bypasses():
+    gm = _traced(lambda x: x.cos())
+    next(n for n in gm.graph.nodes if n.op == "call_method").meta["some_future_key"] = 1
+    with pytest.raises(Bypass) as info:
+        capture_graph(gm)
+    assert info.value.code == "unknown_node_meta" and "some_future_key" in info.value.message
+
+
+def test_checkpoint_policy_enum_in_meta_is_keyed():
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    def tagged(policy):
+        gm = _traced(lambda x: x.cos())
+        next(n for n in gm.graph.nodes if n.op == "call_method").meta["recompute"] = policy
+        return _key(gm, [torch.randn(2)]).hex
+
+    assert tagged(CheckpointPolicy.MUST_SAVE) != tagged(CheckpointPolicy.PREFER_RECOMPUTE)
+    assert tagged(CheckpointPolicy.MUST_SAVE) == tagged(CheckpointPolicy.MUST_SAVE)
+
+
+def test_environment_override(monkeypatch):
+    from aotcache import global_state
+
+    base = global_state.environment()
+    assert {"torch", "python", "vec_isa", "cxx", "cxx_version", "gpus", "triton"} <= base.keys()
+    monkeypatch.setenv(global_state.ENVIRONMENT_OVERRIDE_VAR, '{"torch": "9.9.9", "vec_isa": "avx2"}')
+    changed = global_state.environment()
+    assert changed["torch"] == "9.9.9" and changed["vec_isa"] == "avx2" and changed["python"] == base["python"]
+    monkeypatch.setenv(global_state.ENVIRONMENT_OVERRIDE_VAR, "[1]")
+    with pytest.raises(Bypass) as info:
+        global_state.environment()
+    assert info.value.code == "bad_environment_override"
