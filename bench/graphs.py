@@ -94,7 +94,8 @@ def capture_all(sizes: dict[str, int] | None = None) -> list[Captured]:
 def main() -> None:
     print(f"{'size':>5} {'blocks':>6} {'nodes':>6} {'inputs':>6} {'dynamo s':>9}  ops")
     for c in capture_all():
-        print(f"{c.name:>5} {c.blocks:>6} {c.nodes:>6} {len(c.example_inputs):>6} {c.dynamo_seconds:>9.2f}  {c.op_counts()}")
+        counts = f"{c.name:>5} {c.blocks:>6} {c.nodes:>6} {len(c.example_inputs):>6}"
+        print(f"{counts} {c.dynamo_seconds:>9.2f}  {c.op_counts()}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ contexts, prepare_aot_config, fakeified inputs, check_cacheable, AOTAutogradCach
 
 Graphs: bench/graphs.py (Dynamo-captured, ~100 / ~1,000 / ~10,000 nodes). Each measurement runs repetitions until
 `--budget` seconds are spent (at least `--min-reps`), with a gc.collect() before each (outside the timing; the
-collector stays on during it). Results: a table on stdout and bench/results/key_speed.json.
+collector stays on during it). Everything alive after set-up (torch, the graphs) is moved to the permanent generation
+with gc.freeze(): a full collection over it takes ~250 ms here and would otherwise land at random in either side's
+timings. Results: a table on stdout and bench/results/key_speed.json.
 
     .venv/bin/python bench/key_speed.py [--budget 3] [--sizes 100,1k,10k] [--no-profile]
 """
@@ -148,7 +150,7 @@ def _torch_sections(timer: _SectionTimer) -> Iterator[None]:
         (compile_fx, "select_decomp_table", "select_decomp_table"),
         (compile_fx, "create_compiler_config_extra", "create_compiler_config_extra"),
         (aot_autograd, "prepare_aot_config", "prepare_aot_config"),
-        (aot_autograd, "construct_fake_mode", "fakeify_inputs"),
+        (aot_autograd, "construct_fake_mode", "construct_fake_mode"),
         (aot_autograd, "process_inputs", "fakeify_inputs"),
         (autograd_cache, "check_cacheable", "check_cacheable"),
         (autograd_cache.AOTAutogradCacheDetails, "__init__", "cache_details"),
@@ -247,6 +249,68 @@ def measure_torch(c: graphs.Captured, budget_s: float, min_reps: int, max_reps: 
     }
 
 
+def split_capture(c: graphs.Captured, reps: int = 5) -> dict[str, Any]:
+    """Splits the Python capture into the nanobind calls that build the C++ IR and the Python around them.
+
+    One capture runs with `_core.Graph`, `TensorMeta`, `NodeRef` and `TorchEnum` replaced by recorders; the recorded
+    calls are then replayed against the real binding and timed alone. cProfile cannot show these: nanobind functions
+    are not builtins, so their time lands in the caller's own time.
+    """
+    real = {name: getattr(_core, name) for name in ("Graph", "TensorMeta", "NodeRef", "TorchEnum")}
+    recorded: dict[str, list[tuple[tuple, dict]]] = {name: [] for name in real}
+
+    class RecordingGraph:
+        def __init__(self) -> None:
+            self.n = 0
+
+        def add_node(self, *args: Any, **kwargs: Any) -> int:
+            recorded["Graph"].append((args, kwargs))
+            self.n += 1
+            return self.n - 1
+
+    def recorder(name: str) -> Callable[..., Any]:
+        def make(*args: Any, **kwargs: Any) -> Any:
+            recorded[name].append((args, kwargs))
+            return real[name](*args, **kwargs)
+
+        return make
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(_core, "Graph", RecordingGraph))
+        for name in ("TensorMeta", "NodeRef", "TorchEnum"):
+            stack.enter_context(mock.patch.object(_core, name, recorder(name)))
+        capture.capture_graph(c.gm)
+        capture.capture_inputs(c.example_inputs)
+
+    def replay_add_node() -> None:
+        g = real["Graph"]()
+        for args, kwargs in recorded["Graph"]:
+            g.add_node(*args, **kwargs)
+
+    def replay(name: str) -> Callable[[], None]:
+        def run() -> None:
+            cls = real[name]
+            for args, kwargs in recorded[name]:
+                cls(*args, **kwargs)
+
+        return run
+
+    def median_ms(fn: Callable[[], Any]) -> float:
+        return statistics.median(_repeat(fn, 0.0, reps, reps)) * 1e3
+
+    out = {
+        "capture_graph_ms": median_ms(lambda: capture.capture_graph(c.gm)),
+        "capture_inputs_ms": median_ms(lambda: capture.capture_inputs(c.example_inputs)),
+        "Graph.add_node_ms": median_ms(replay_add_node),
+    }
+    for name in ("TensorMeta", "NodeRef", "TorchEnum"):
+        out[f"{name}()_ms"] = median_ms(replay(name))
+    out["calls"] = {("Graph.add_node" if k == "Graph" else f"{k}()"): len(v) for k, v in recorded.items()}
+    binding = sum(v for k, v in out.items() if k.endswith("()_ms") or k == "Graph.add_node_ms")
+    out["python_rest_ms"] = out["capture_graph_ms"] + out["capture_inputs_ms"] - binding
+    return out
+
+
 def profile_capture(c: graphs.Captured, reps: int = 5) -> dict[str, Any]:
     """cProfile of aotcache's Python capture on one graph: top functions by own time and by cumulative time."""
     prof = cProfile.Profile()
@@ -289,6 +353,7 @@ def machine_info() -> dict[str, Any]:
         "torch_git": torch.version.git_version,
         "aotcache": _core.__version__,
         "torch_threads": torch.get_num_threads(),
+        "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
     }
 
 
@@ -324,6 +389,18 @@ def print_table(results: list[dict[str, Any]]) -> None:
             row.append(f"{med:>8.3f} ({100 * med / a['median_ms']:>3.0f}%)")
         print(f"{name:<16}" + "".join(f"{x:>16}" for x in row))
 
+    print("\naotcache Python capture split, median ms (binding calls replayed alone; the rest is Python)")
+    keys = ["capture_graph_ms", "capture_inputs_ms", "Graph.add_node_ms", "TensorMeta()_ms", "NodeRef()_ms"]
+    keys += ["TorchEnum()_ms", "python_rest_ms"]
+    print(f"{'':<18}" + "".join(f"{r['size']:>16}" for r in results))
+    for k in keys:
+        row = []
+        for r in results:
+            sp = r["capture_split"]
+            n = sp["calls"].get(k.removesuffix("_ms"))
+            row.append(f"{sp[k]:>7.2f}" + (f" ({n:>6})" if n is not None else " " * 9))
+        print(f"{k.removesuffix('_ms'):<18}" + "".join(f"{x:>16}" for x in row))
+
     print("\ntorch breakdown, mean ms per key (exclusive time of each stage; calls per key)")
     for r in results:
         t = r["torch"]
@@ -331,7 +408,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
             print(f"  {r['size']}: bypass: {t['bypass']}")
             continue
         items = ", ".join(
-            f"{k} {v:.1f}" + (f" (x{t['section_calls_per_key'][k]})" if t["section_calls_per_key"].get(k, 1) > 1 else "")
+            f"{k} {v:.1f}"
+            + (f" (x{t['section_calls_per_key'][k]})" if t["section_calls_per_key"].get(k, 1) > 1 else "")
             for k, v in t["sections_ms"].items()
         )
         print(f"  {r['size']}: {items}")
@@ -347,6 +425,7 @@ def main() -> None:
     parser.add_argument("--json", default=str(RESULTS / "key_speed.json"))
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
+    load_at_start = round(os.getloadavg()[0], 2)
 
     # One-time costs, in this order, before anything else asks for them.
     t0 = time.perf_counter()
@@ -370,6 +449,8 @@ def main() -> None:
     except Exception as e:  # reported per size below
         print(f"torch's first key call raised {e!r}")
     torch_first_ms = (time.perf_counter() - t0) * 1e3
+    gc.collect()
+    gc.freeze()
     print(
         f"one-time: global_state.environment() first call {env_first_ms:.1f} ms; first aotcache key "
         f"({first.name}) {aot_first_ms:.1f} ms; first torch key ({first.name}) {torch_first_ms:.1f} ms\n"
@@ -380,6 +461,7 @@ def main() -> None:
         a = measure_aotcache(c, args.budget, args.min_reps, args.max_reps)
         t = measure_torch(c, args.budget, args.min_reps, args.max_reps)
         ratio = None if t.get("bypass") else t["median_ms"] / a["median_ms"]
+        split = split_capture(c)
         results.append(
             {
                 "size": c.name,
@@ -391,10 +473,15 @@ def main() -> None:
                 "aotcache": a,
                 "torch": t,
                 "ratio_torch_over_aotcache": ratio,
+                "capture_split": split,
             }
         )
         print(f"measured {c.name}: aotcache {a['median_ms']:.2f} ms, torch {t.get('median_ms', float('nan')):.2f} ms")
 
+    for side in ("aotcache", "torch"):
+        keys = [r[side]["key"] for r in results if r[side].get("key")]
+        if len(set(keys)) != len(keys):
+            raise RuntimeError(f"{side} gave two different graphs the same key: {keys}")
     profile = None if args.no_profile else profile_capture(captured[-1])
     print()
     print_table(results)
@@ -402,14 +489,14 @@ def main() -> None:
         print(f"\ncProfile of the {captured[-1].name} capture: {profile['file']}")
 
     report = {
-        "machine": machine_info(),
+        "machine": {**machine_info(), "loadavg_1m_at_start": load_at_start},
         "method": {
             "aotcache": "settings.current + capture_graph + capture_inputs + check_graph + autograd_state + "
             "config_state({}) + environment + user_state + compute_key (backend.py up to the store lookup)",
             "torch": "torch._inductor.standalone_compile.autograd_cache_key(gm, inputs, "
             "dynamic_shapes='from_example_inputs', aot=True)",
             "timing": f"time.perf_counter, gc.collect() before each repetition, budget {args.budget}s per "
-            f"measurement, min {args.min_reps} reps, one warm-up call each",
+            f"measurement, min {args.min_reps} reps, one warm-up call each, gc.freeze() after set-up",
         },
         "one_time_ms": {
             "environment_first_call": env_first_ms,

@@ -55,7 +55,7 @@ struct Value {
 // Metadata of a tensor: a graph input or a constant. Sizes and strides are concrete in this version.
 struct TensorMeta {
   std::string dtype;        // "float32"
-  std::string device_type;  // "cpu", "cuda"; the index is not part of the identity
+  std::string device;       // "cpu", "cuda:1": the index is in the code Inductor generates
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   int64_t storage_offset = 0;
@@ -63,6 +63,7 @@ struct TensorMeta {
   std::string layout = "strided";
   bool is_pinned = false;
   std::string tensor_type = "Tensor";  // "Tensor" or "Parameter"; subclasses do not reach the IR
+  bool is_inference = false;           // created under inference_mode: AOTAutograd treats it differently
 
   bool operator==(const TensorMeta&) const = default;
 };

@@ -34,7 +34,7 @@ class TensorMeta:
     def __init__(
         self,
         dtype: str,
-        device_type: str,
+        device: str,
         sizes: list[int],
         strides: list[int],
         storage_offset: int = 0,
@@ -42,6 +42,7 @@ class TensorMeta:
         layout: str = "strided",
         is_pinned: bool = False,
         tensor_type: str = "Tensor",
+        is_inference: bool = False,
     ) -> None: ...
 
 class Graph:

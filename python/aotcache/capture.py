@@ -55,12 +55,14 @@ def tensor_meta(t: torch.Tensor, what: str) -> _core.TensorMeta:
     """Metadata of a plain tensor or parameter; a subclass or a symbolic size bypasses."""
     if type(t) not in (torch.Tensor, torch.nn.Parameter):
         raise Bypass("tensor_subclass", f"{what} is a {type(t).__module__}.{type(t).__qualname__}")
+    if t.is_conj() or t.is_neg():
+        raise Bypass("conj_or_neg_input", f"{what} carries a lazy conjugate or negation bit")
     sizes, strides = t.shape, t.stride()
     if any(isinstance(s, _SYMBOLIC) for s in (*sizes, *strides, t.storage_offset())):
         raise Bypass("dynamic_shapes", f"{what} has symbolic sizes; dynamic shapes are not supported yet")
     return _core.TensorMeta(
         dtype=_strip_torch(str(t.dtype)),
-        device_type=t.device.type,
+        device=str(t.device),
         sizes=list(sizes),
         strides=list(strides),
         storage_offset=int(t.storage_offset()),
@@ -68,6 +70,7 @@ def tensor_meta(t: torch.Tensor, what: str) -> _core.TensorMeta:
         layout=_strip_torch(str(t.layout)),
         is_pinned=bool(t.device.type == "cpu" and t.is_pinned()),
         tensor_type="Parameter" if isinstance(t, torch.nn.Parameter) else "Tensor",
+        is_inference=bool(t.is_inference()),
     )
 
 
@@ -147,10 +150,20 @@ def _semantic_meta(node: torch.fx.Node, normalize: _ArgNormalizer, where: str) -
     return meta or None
 
 
+# GraphModule.meta that Dynamo sets for its own bookkeeping: names, ids. Any other key (cudagraph_annotation, ...)
+# may change the compile and bypasses.
+IGNORED_GRAPH_META = frozenset({"dynamo_flat_name_to_original_fqn", "dynamo_compile_id", "backend_id"})
+
+
 def capture_graph(gm: torch.fx.GraphModule) -> _core.Graph:
     """The IR of `gm`: nodes in order, referred to by position."""
     if hasattr(gm, "saved_tensors_hooks_pack_0"):
         raise Bypass("saved_tensors_hooks", "saved-tensor hooks are active; their code is not in the key")
+    unknown = gm.meta.keys() - IGNORED_GRAPH_META
+    if unknown:
+        raise Bypass(
+            "unknown_graph_meta", f"the graph module carries meta {sorted(unknown)} that aotcache does not know"
+        )
     graph = _core.Graph()
     positions: dict[torch.fx.Node, int] = {}
     normalize = _ArgNormalizer(positions)

@@ -57,8 +57,13 @@ def compile_serializable(
         # mode. The ambient tracing context would re-fakify the inputs with new dynamic symbols (standalone_compile
         # builds a new TracingContext without Dynamo's tensor_to_context), compiling size-generic code and adding
         # guards to Dynamo's shape env that make its next recompile dynamic.
+        # standalone_compile hands `options` to compile_fx as keyword arguments: Inductor configs go in config_patches.
         artifact = torch._inductor.standalone_compile(
-            gm, list(example_inputs), dynamic_shapes="from_example_inputs", options=dict(options), aot=True
+            gm,
+            list(example_inputs),
+            dynamic_shapes="from_example_inputs",
+            options={"config_patches": dict(options)} if options else {},
+            aot=True,
         )
         try:
             payload = artifact.serialize()

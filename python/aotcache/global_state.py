@@ -47,26 +47,52 @@ _CONFIG_FIELDS_WITHOUT_EFFECT = {
     },
 }
 
-# Inductor's hooks for user passes. A callable here can change the output without changing the graph.
-_CUSTOM_PASS_FIELDS = (
-    "pre_grad_custom_pass",
-    "post_grad_custom_pre_pass",
-    "post_grad_custom_post_pass",
-    "joint_custom_pre_pass",
-    "joint_custom_post_pass",
-    "custom_partitioner_fn",
-    "_pre_fusion_custom_pass",
-    "_post_fusion_custom_pass",
-    "_fuse_ddp_communication_passes",
-)
+# Fields that torch's portable config leaves out (its own ignore lists) but that can change the compile: keyed
+# here when they hold plain values; a callable or object (a user pass, a choices class) bypasses until it can be
+# pinned by a stable identity. Paths (cutlass_dir) and debug tracing stay out.
+_HOOK_FIELDS = {
+    "inductor": (
+        "pre_grad_custom_pass",
+        "post_grad_custom_pre_pass",
+        "post_grad_custom_post_pass",
+        "joint_custom_pre_pass",
+        "joint_custom_post_pass",
+        "custom_partitioner_fn",
+        "_pre_fusion_custom_pass",
+        "_post_fusion_custom_pass",
+        "_fuse_ddp_communication_passes",
+        "inductor_choices_class",
+        "cudagraph_policy",
+        "pre_grad_pass_timing",
+        "force_disable_cudagraph_TESTING_ONLY",
+        "trace.provenance_tracking_level",
+    ),
+    "functorch": (
+        "joint_custom_pass",
+        "activation_memory_budget_runtime_estimator",
+        "activation_memory_budget_solver",
+    ),
+}
 
 
 def autograd_state() -> dict[str, Any]:
     autocast = {}
-    for device in ("cpu", "cuda"):
-        autocast[device] = [torch.is_autocast_enabled(device), str(torch.get_autocast_dtype(device))]
+    for device in torch._C._autocast_supported_devices():
+        try:
+            autocast[device] = [torch.is_autocast_enabled(device), str(torch.get_autocast_dtype(device))]
+        except RuntimeError:  # a backend that is not built in: it cannot be enabled either
+            autocast[device] = None
+    accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    cpp = inductor_config.cpp
     return {
         "grad_enabled": torch.is_grad_enabled(),
+        "default_dtype": str(torch.get_default_dtype()),
+        # Graphs without tensor inputs run on the current device; Inductor bakes the index into the code.
+        "current_device": None
+        if accelerator is None
+        else f"{accelerator.type}:{torch.accelerator.current_device_index()}",
+        # Inductor's C++ kernels are specialized on the thread count unless it is set or dynamic.
+        "cpp_threads": torch.get_num_threads() if cpp.threads < 1 and not cpp.dynamic_threads else None,
         "inference_mode": torch.is_inference_mode_enabled(),
         "autocast": autocast,
         "autocast_cache": torch.is_autocast_cache_enabled(),
@@ -98,32 +124,47 @@ def _check_plain(value: Any, where: str) -> None:
 
 def _portable(module: Any, name: str) -> dict[str, Any]:
     skip = _CONFIG_FIELDS_WITHOUT_EFFECT[name]
-    out = {k: v for k, v in sorted(module.save_config_portable().items()) if k not in skip}
+    fields = module.save_config_portable(ignore_private_configs=False)
+    out = {k: v for k, v in sorted(fields.items()) if k not in skip}
     for k, v in out.items():
         _check_plain(v, f"{name} config field {k}")
     return out
 
 
-def _custom_passes() -> dict[str, Any]:
-    """Pass hooks by name. A named built-in pass (a string) is keyed; a user callable bypasses until it can be
-    pinned by a stable identity."""
+def _get_field(module: Any, dotted: str) -> Any:
+    obj = module
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _hooks(module: Any, name: str) -> dict[str, Any]:
     out = {}
-    for field in _CUSTOM_PASS_FIELDS:
-        value = getattr(inductor_config, field, None)
+    for field in _HOOK_FIELDS[name]:
+        value = _get_field(module, field)
         items = value if isinstance(value, (list, tuple)) else [value]
-        if any(callable(v) for v in items):
-            raise Bypass("custom_pass", f"inductor config {field} holds a callable; custom passes are not keyed yet")
-        _check_plain(value, f"inductor config {field}")
+        if any(callable(v) or isinstance(v, type) for v in items):
+            raise Bypass("custom_pass", f"{name} config {field} holds a callable; custom passes are not keyed yet")
+        _check_plain(value, f"{name} config {field}")
         out[field] = value
     return out
 
 
+def _out_of_tree_backends() -> None:
+    from torch._inductor.codegen.common import custom_backend_codegen_configs, custom_backend_passes
+
+    if any(custom_backend_passes.values()) or any(custom_backend_codegen_configs.values()):
+        raise Bypass("custom_pass", "an out-of-tree Inductor backend registered custom passes or codegen configs")
+
+
 def config_state(backend_options: dict[str, Any]) -> dict[str, Any]:
     _check_plain(backend_options, "backend option")
+    _out_of_tree_backends()
     return {
         "inductor": _portable(inductor_config, "inductor"),
         "functorch": _portable(functorch_config, "functorch"),
-        "custom_passes": _custom_passes(),
+        "inductor_hooks": _hooks(inductor_config, "inductor"),
+        "functorch_hooks": _hooks(functorch_config, "functorch"),
         "backend_options": dict(sorted(backend_options.items())),
         "cache_key_tag": torch.compiler.config.cache_key_tag,
     }

@@ -144,11 +144,21 @@ Manifest manifest_from_rows(const std::vector<std::tuple<std::string, std::strin
   return m;
 }
 
-TensorMeta make_tensor_meta(std::string dtype, std::string device_type, std::vector<int64_t> sizes,
+TensorMeta make_tensor_meta(std::string dtype, std::string device, std::vector<int64_t> sizes,
                             std::vector<int64_t> strides, int64_t storage_offset, bool requires_grad,
-                            std::string layout, bool is_pinned, std::string tensor_type) {
-  return TensorMeta{std::move(dtype), std::move(device_type), std::move(sizes), std::move(strides),    storage_offset,
-                    requires_grad,    std::move(layout),      is_pinned,        std::move(tensor_type)};
+                            std::string layout, bool is_pinned, std::string tensor_type, bool is_inference) {
+  TensorMeta m;
+  m.dtype = std::move(dtype);
+  m.device = std::move(device);
+  m.sizes = std::move(sizes);
+  m.strides = std::move(strides);
+  m.storage_offset = storage_offset;
+  m.requires_grad = requires_grad;
+  m.layout = std::move(layout);
+  m.is_pinned = is_pinned;
+  m.tensor_type = std::move(tensor_type);
+  m.is_inference = is_inference;
+  return m;
 }
 
 NodeOp parse_op(const std::string& op) {
@@ -230,8 +240,9 @@ NB_MODULE(_core, m) {
   nb::class_<EllipsisTag>(m, "EllipsisTag").def(nb::init<>());
 
   nb::class_<TensorMeta>(m, "TensorMeta")
-      .def(nb::new_(&make_tensor_meta), "dtype"_a, "device_type"_a, "sizes"_a, "strides"_a, "storage_offset"_a = 0,
-           "requires_grad"_a = false, "layout"_a = "strided", "is_pinned"_a = false, "tensor_type"_a = "Tensor")
+      .def(nb::new_(&make_tensor_meta), "dtype"_a, "device"_a, "sizes"_a, "strides"_a, "storage_offset"_a = 0,
+           "requires_grad"_a = false, "layout"_a = "strided", "is_pinned"_a = false, "tensor_type"_a = "Tensor",
+           "is_inference"_a = false)
       .def_ro("dtype", &TensorMeta::dtype)
       .def_ro("sizes", &TensorMeta::sizes)
       .def_ro("requires_grad", &TensorMeta::requires_grad);

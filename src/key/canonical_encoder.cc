@@ -163,7 +163,7 @@ Status decode_value(ByteReader* in, Value* out, int depth) {
 void encode_tensor_meta(const TensorMeta& m, ByteWriter* out) {
   out->str(m.tensor_type);
   out->str(m.dtype);
-  out->str(m.device_type);
+  out->str(m.device);
   out->str(m.layout);
   out->u32(static_cast<uint32_t>(m.sizes.size()));
   for (int64_t s : m.sizes) out->i64(s);
@@ -172,6 +172,7 @@ void encode_tensor_meta(const TensorMeta& m, ByteWriter* out) {
   out->i64(m.storage_offset);
   out->u8(m.requires_grad ? 1 : 0);
   out->u8(m.is_pinned ? 1 : 0);
+  out->u8(m.is_inference ? 1 : 0);
 }
 
 Status encode_inputs(const std::vector<InputMeta>& inputs, ByteWriter* out) {

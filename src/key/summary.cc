@@ -87,7 +87,7 @@ std::string summarize_inputs(const std::vector<InputMeta>& inputs) {
     if (in.tensor) {
       const TensorMeta& t = *in.tensor;
       out += " " + t.dtype + "[" + join_ints(t.sizes) + "]";
-      if (t.device_type != "cpu") out += "@" + t.device_type;
+      if (t.device != "cpu") out += "@" + t.device;
       if (t.requires_grad) out += "(grad)";
     } else {
       out += " " + value_to_text(in.scalar);

@@ -46,7 +46,7 @@ inline Graph linear_relu_graph() {
 inline TensorMeta tensor(std::vector<int64_t> sizes, bool requires_grad = false) {
   TensorMeta m;
   m.dtype = "float32";
-  m.device_type = "cpu";
+  m.device = "cpu";
   m.sizes = sizes;
   int64_t stride = 1;
   m.strides.resize(sizes.size());

@@ -46,8 +46,9 @@ def test_gpt_training_and_inference_graphs_both_hit(run_fresh):
         (("--dtype", "float64"), "inputs"),
         (("--input-grad",), "inputs"),
         (("--no-grad",), "autograd_state"),
+        (("--options", '{"epilogue_fusion": false}'), "config"),
     ],
-    ids=["shape", "dtype", "requires_grad", "grad_mode"],
+    ids=["shape", "dtype", "requires_grad", "grad_mode", "backend_options"],
 )
 def test_changed_input_or_state_misses(run_fresh, cache_dir, variant, component):
     base = run_fresh("mlp")

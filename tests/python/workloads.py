@@ -23,7 +23,7 @@ def mlp(args) -> dict:
     dtype = getattr(torch, args.dtype)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to(dtype)
     x = torch.randn(args.batch, 16, dtype=dtype, requires_grad=args.input_grad)
-    compiled = torch.compile(model, backend="aotcache")
+    compiled = torch.compile(model, backend="aotcache", options=json.loads(args.options) if args.options else None)
     with torch.set_grad_enabled(not args.no_grad):
         y = compiled(x)
         if not args.no_grad:
@@ -82,6 +82,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--no-grad", action="store_true")
     parser.add_argument("--input-grad", action="store_true")
+    parser.add_argument("--options", help="Inductor options for torch.compile, as JSON")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="LOG %(name)s %(levelname)s %(message)s", stream=sys.stdout)
     logging.getLogger("torch").setLevel(logging.WARNING)
