@@ -57,21 +57,33 @@ def tensor_meta(t: torch.Tensor, what: str) -> _core.TensorMeta:
         raise Bypass("tensor_subclass", f"{what} is a {type(t).__module__}.{type(t).__qualname__}")
     if t.is_conj() or t.is_neg():
         raise Bypass("conj_or_neg_input", f"{what} carries a lazy conjugate or negation bit")
-    sizes, strides = t.shape, t.stride()
-    if any(isinstance(s, _SYMBOLIC) for s in (*sizes, *strides, t.storage_offset())):
+    if t._has_symbolic_sizes_strides:
         raise Bypass("dynamic_shapes", f"{what} has symbolic sizes; dynamic shapes are not supported yet")
+    device = t.device
+    # Positional, in the order of _core.TensorMeta's signature: this runs once per graph input on every compile.
     return _core.TensorMeta(
-        dtype=_strip_torch(str(t.dtype)),
-        device=str(t.device),
-        sizes=list(sizes),
-        strides=list(strides),
-        storage_offset=int(t.storage_offset()),
-        requires_grad=bool(t.requires_grad),
-        layout=_strip_torch(str(t.layout)),
-        is_pinned=bool(t.device.type == "cpu" and t.is_pinned()),
-        tensor_type="Parameter" if isinstance(t, torch.nn.Parameter) else "Tensor",
-        is_inference=bool(t.is_inference()),
+        _name(t.dtype),
+        str(device),
+        list(t.shape),
+        list(t.stride()),
+        t.storage_offset(),
+        t.requires_grad,
+        _name(t.layout),
+        device.type == "cpu" and t.is_pinned(),
+        "Parameter" if isinstance(t, torch.nn.Parameter) else "Tensor",
+        t.is_inference(),
     )
+
+
+_names: dict[Any, str] = {}
+
+
+def _name(torch_constant: Any) -> str:
+    """'float32' for torch.float32, 'strided' for torch.strided (memoized: dtypes and layouts are few)."""
+    name = _names.get(torch_constant)
+    if name is None:
+        name = _names[torch_constant] = _strip_torch(str(torch_constant))
+    return name
 
 
 def capture_inputs(example_inputs: Sequence[Any]) -> list:
@@ -89,7 +101,21 @@ def capture_inputs(example_inputs: Sequence[Any]) -> list:
     return out
 
 
+_classified: dict[Any, tuple[str, str]] = {}
+
+
 def _classify_function(target: Any) -> tuple[str, str]:
+    """(target kind, qualified name), memoized per target: a graph calls few distinct functions many times."""
+    try:
+        return _classified[target]
+    except KeyError:
+        result = _classified[target] = _classify_uncached(target)
+        return result
+    except TypeError:  # unhashable callable
+        return _classify_uncached(target)
+
+
+def _classify_uncached(target: Any) -> tuple[str, str]:
     if isinstance(target, torch._ops.OpOverload):
         name = f"{target.namespace}::{target._opname}.{target._overloadname}"
         return ("aten_op" if target.namespace in _ATEN_NAMESPACES else "custom_op"), name
@@ -112,19 +138,20 @@ class _ArgNormalizer:
     def __init__(self, positions: dict[torch.fx.Node, int]):
         self._positions = positions
 
-    def __call__(self, value: Any, where: str) -> Any:
+    def __call__(self, value: Any, node: torch.fx.Node) -> Any:
+        """`node` is the node whose arguments are being normalized: named in a bypass."""
         t = type(value)
         if value is None or t in (bool, int, float, str):
             return value
         if t is torch.fx.Node:
             return _core.NodeRef(self._positions[value])
         if t in (list, tuple, torch.Size):
-            items = [self(v, where) for v in value]
+            items = [self(v, node) for v in value]
             return items if t is list else tuple(items)
         if t is dict:
-            return {self(k, where): self(v, where) for k, v in value.items()}
+            return {self(k, node): self(v, node) for k, v in value.items()}
         if t is slice:
-            return _core.Slice(self(value.start, where), self(value.stop, where), self(value.step, where))
+            return _core.Slice(self(value.start, node), self(value.stop, node), self(value.step, node))
         if value is Ellipsis:
             return _ELLIPSIS
         if t is torch.dtype:
@@ -138,16 +165,21 @@ class _ArgNormalizer:
         if isinstance(value, enum.Enum):  # e.g. torch.utils.checkpoint.CheckpointPolicy: stable by class and name
             return _core.TorchEnum(f"{t.__module__}.{t.__qualname__}", value.name)
         if isinstance(value, _SYMBOLIC):
-            raise Bypass("dynamic_shapes", f"{where} has a symbolic argument; not supported yet")
-        raise Bypass("unencodable_value", f"{where} has an argument of type {t.__module__}.{t.__qualname__}")
+            raise Bypass("dynamic_shapes", f"node {node.name} has a symbolic argument; not supported yet")
+        raise Bypass("unencodable_value", f"node {node.name} has an argument of type {t.__module__}.{t.__qualname__}")
 
 
-def _semantic_meta(node: torch.fx.Node, normalize: _ArgNormalizer, where: str) -> dict[str, Any] | None:
-    unknown = node.meta.keys() - IGNORED_META - set(SEMANTIC_META)
-    if unknown:
-        raise Bypass("unknown_node_meta", f"{where} carries node meta {sorted(unknown)} that aotcache does not know")
-    meta = {k: normalize(node.meta[k], f"{where} meta {k}") for k in SEMANTIC_META if k in node.meta}
-    return meta or None
+_KNOWN_META = IGNORED_META | frozenset(SEMANTIC_META)
+_SEMANTIC_META_SET = frozenset(SEMANTIC_META)
+
+
+def _semantic_meta(node: torch.fx.Node, normalize: _ArgNormalizer) -> dict[str, Any] | None:
+    if not _KNOWN_META.issuperset(node.meta):
+        unknown = sorted(node.meta.keys() - _KNOWN_META)
+        raise Bypass("unknown_node_meta", f"node {node.name} carries node meta {unknown} that aotcache does not know")
+    if _SEMANTIC_META_SET.isdisjoint(node.meta):
+        return None
+    return {k: normalize(node.meta[k], node) for k in SEMANTIC_META if k in node.meta}
 
 
 # GraphModule.meta that Dynamo sets for its own bookkeeping: names, ids. Any other key (cudagraph_annotation, ...)
@@ -168,7 +200,6 @@ def capture_graph(gm: torch.fx.GraphModule) -> _core.Graph:
     positions: dict[torch.fx.Node, int] = {}
     normalize = _ArgNormalizer(positions)
     for node in gm.graph.nodes:
-        where = f"node {node.name}"
         constant_meta = constant_bytes = None
         if node.op in ("placeholder", "output"):
             kind, target = "none", str(node.target)
@@ -183,19 +214,19 @@ def capture_graph(gm: torch.fx.GraphModule) -> _core.Graph:
             kind, target = "attribute", str(node.target)
             value = _fetch_attr(gm, node.target)
             if isinstance(value, torch.Tensor):
-                constant_meta = tensor_meta(value, f"{where} (constant {node.target})")
+                constant_meta = tensor_meta(value, f"node {node.name} (constant {node.target})")
                 constant_bytes = _tensor_bytes(value)
         else:
-            raise Bypass("unknown_node", f"{where} has op {node.op}")
-        args = normalize(node.args, where)
-        kwargs = {k: normalize(v, where) for k, v in node.kwargs.items()}
-        meta = _semantic_meta(node, normalize, where)
+            raise Bypass("unknown_node", f"node {node.name} has op {node.op}")
+        args = normalize(node.args, node)
+        kwargs = {k: normalize(v, node) for k, v in node.kwargs.items()} if node.kwargs else {}
+        meta = _semantic_meta(node, normalize) if node.meta else None
         try:
             positions[node] = graph.add_node(
                 node.name, node.op, kind, target, args, kwargs, constant_meta, constant_bytes, meta
             )
         except _core.UnencodableError as e:
-            raise Bypass("unencodable_value", f"{where} (target {target}): {e}") from None
+            raise Bypass("unencodable_value", f"node {node.name} (target {target}): {e}") from None
     return graph
 
 
