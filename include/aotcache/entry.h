@@ -18,8 +18,9 @@ constexpr std::string_view k_entry_magic = "AOTCACHE";
 struct Entry {
   std::string key_digest;  // 32 raw bytes: the key this entry is stored under
   Manifest manifest;
-  Value metadata;       // dict of scalars: compile_seconds, created_unix, producer, payload_kind, ...
-  std::string payload;  // the serialized compiled artifact, opaque to the core
+  Value metadata;                    // dict of scalars: compile_seconds, created_unix, producer, payload_kind, ...
+  std::string payload;               // the serialized compiled artifact, opaque to the core
+  ComponentValues component_values;  // optional: encodings of the dict components, for field-level explanations
 
   bool operator==(const Entry&) const = default;
 };

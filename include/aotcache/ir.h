@@ -54,8 +54,8 @@ struct Value {
 
 // Metadata of a tensor: a graph input or a constant. Sizes and strides are concrete in this version.
 struct TensorMeta {
-  std::string dtype;        // "float32"
-  std::string device;       // "cpu", "cuda:1": the index is in the code Inductor generates
+  std::string dtype;   // "float32"
+  std::string device;  // "cpu", "cuda:1": the index is in the code Inductor generates
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   int64_t storage_offset = 0;

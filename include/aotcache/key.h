@@ -39,9 +39,14 @@ struct Manifest {
   bool operator==(const Manifest&) const = default;
 };
 
+// The canonical encodings of the dict-valued components (autograd_state, config, environment, user), kept beside
+// an entry so that a miss can be explained field by field, not only component by component.
+using ComponentValues = std::vector<std::pair<std::string, std::string>>;
+
 struct CacheKey {
   std::string digest;  // 32 raw bytes
   Manifest manifest;
+  ComponentValues component_values;
 
   std::string hex() const;
 };
@@ -55,5 +60,10 @@ std::string key_digest_of(const Manifest& manifest);
 
 // Names of the components whose digests differ (or that only one side has), in manifest order.
 std::vector<std::string> differing_components(const Manifest& a, const Manifest& b);
+
+// The fields in which two encodings of one dict component differ, one line each, at most `max_lines`:
+// "inductor.epilogue_fusion: True -> False". Corruption when an encoding does not decode.
+Result<std::vector<std::string>> explain_component(std::string_view encoded_a, std::string_view encoded_b,
+                                                   size_t max_lines = 20);
 
 }  // namespace aotcache

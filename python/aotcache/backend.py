@@ -174,7 +174,11 @@ def _compile_and_store(gm, example_inputs, opts, store, key, writable: bool, t_s
         "payload_kind": "inductor_aot_artifact",
     }
     delta = {"misses": 1, "compile_us": int(compile_s * 1e6)}
-    explanation = _explain_miss(store, key)
+    try:  # diagnostics must never fail a compile
+        explanation = _explain_miss(store, key)
+    except Exception:
+        log.debug("cannot explain the miss of %s", key.hex[:16], exc_info=True)
+        explanation = (["unexplained"], "")
     for component in explanation[0]:
         delta[f"miss.{component}"] = 1
     t_put = time.perf_counter()
@@ -208,7 +212,7 @@ def _explain_miss(store: _core.LocalStore, key: _core.CacheKey) -> tuple[list[st
     graph_digest = next(digest for name, digest, _ in key.manifest if name == "graph")
     try:
         candidates = [k for k in store.keys_for_graph(graph_digest) if k != key.hex][:_EXPLAIN_CANDIDATES]
-        best: tuple[list[str], list] | None = None
+        best: tuple[list[str], _core.LoadedEntry] | None = None
         for candidate in candidates:
             try:
                 entry = store.get(candidate)
@@ -218,7 +222,7 @@ def _explain_miss(store: _core.LocalStore, key: _core.CacheKey) -> tuple[list[st
                 continue
             differ = _core.differing_components(key.manifest, entry.manifest)
             if best is None or len(differ) < len(best[0]):
-                best = (differ, entry.manifest)
+                best = (differ, entry)
     except _core.CacheError as e:
         log.debug("cannot explain the miss of %s: %s", key.hex[:16], e)
         return ["unexplained"], ""
@@ -226,8 +230,19 @@ def _explain_miss(store: _core.LocalStore, key: _core.CacheKey) -> tuple[list[st
         return ["new_graph"], " (no stored entry for this graph)"
     differ, other = best
     ours = {name: summary for name, _, summary in key.manifest}
-    theirs = {name: summary for name, _, summary in other}
-    details = "; ".join(f"{c}: now [{ours.get(c, '')}] cached [{theirs.get(c, '')}]" for c in differ)
+    theirs = {name: summary for name, _, summary in other.manifest}
+    parts = []
+    for c in differ:
+        fields = []
+        if c in key.component_values and c in other.component_values:
+            try:  # field by field: "inductor.epilogue_fusion: True -> False" (cached -> now)
+                fields = _core.explain_component(other.component_values[c], key.component_values[c], 5)
+            except _core.CacheError:
+                fields = []
+        parts.append(
+            f"{c}: " + ", ".join(fields) if fields else f"{c}: now [{ours.get(c, '')}] cached [{theirs.get(c, '')}]"
+        )
+    details = "; ".join(parts)
     return differ, f" (differs from a cached entry of the same graph in {', '.join(differ)}: {details})"
 
 

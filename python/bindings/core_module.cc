@@ -185,7 +185,14 @@ struct LoadedEntry {
   nb::bytes payload;
   std::vector<std::tuple<std::string, std::string, std::string>> manifest;
   nb::object metadata;
+  nb::dict component_values;  // component name -> canonical encoding (bytes)
 };
+
+nb::dict component_values_dict(const ComponentValues& values) {
+  nb::dict d;
+  for (const auto& [name, bytes] : values) d[name.c_str()] = nb::bytes(bytes.data(), bytes.size());
+  return d;
+}
 
 }  // namespace
 }  // namespace aotcache
@@ -288,9 +295,18 @@ NB_MODULE(_core, m) {
       },
       "graph"_a, "(reason_code, message) of the first node that is not cacheable, or None.");
 
-  nb::class_<CacheKey>(m, "CacheKey").def_prop_ro("hex", &CacheKey::hex).def_prop_ro("manifest", [](const CacheKey& k) {
-    return manifest_rows(k.manifest);
-  });
+  nb::class_<CacheKey>(m, "CacheKey")
+      .def_prop_ro("hex", &CacheKey::hex)
+      .def_prop_ro("manifest", [](const CacheKey& k) { return manifest_rows(k.manifest); })
+      .def_prop_ro("component_values", [](const CacheKey& k) { return component_values_dict(k.component_values); });
+
+  m.def(
+      "explain_component",
+      [](nb::bytes a, nb::bytes b, size_t max_lines) {
+        return unwrap(
+            explain_component(std::string_view(a.c_str(), a.size()), std::string_view(b.c_str(), b.size()), max_lines));
+      },
+      "a"_a, "b"_a, "max_lines"_a = 20, "Field-level differences of two encodings of one dict component.");
 
   m.def(
       "compute_key",
@@ -329,7 +345,8 @@ NB_MODULE(_core, m) {
       .def_ro("key", &LoadedEntry::key)
       .def_ro("payload", &LoadedEntry::payload)
       .def_ro("manifest", &LoadedEntry::manifest)
-      .def_ro("metadata", &LoadedEntry::metadata);
+      .def_ro("metadata", &LoadedEntry::metadata)
+      .def_ro("component_values", &LoadedEntry::component_values);
 
   nb::class_<LocalStore>(m, "LocalStore")
       .def_static(
@@ -347,7 +364,7 @@ NB_MODULE(_core, m) {
             }
             if (!e) return std::nullopt;
             return LoadedEntry{key, nb::bytes(e->payload.data(), e->payload.size()), manifest_rows(e->manifest),
-                               from_value(e->metadata)};
+                               from_value(e->metadata), component_values_dict(e->component_values)};
           },
           "key"_a, "The verified entry, or None on a miss. Raises CorruptEntryError or CacheIOError.")
       .def(
@@ -356,6 +373,7 @@ NB_MODULE(_core, m) {
             Entry e;
             e.key_digest = key.digest;
             e.manifest = key.manifest;
+            e.component_values = key.component_values;
             e.metadata = to_value(metadata, 0);
             e.payload.assign(payload.c_str(), payload.size());
             nb::gil_scoped_release release;

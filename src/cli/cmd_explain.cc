@@ -30,11 +30,24 @@ int run_explain(const Invocation& inv) {
     *inv.out << "the two keys have identical components\n";
     return k_exit_ok;
   }
+  auto value_of = [](const Entry& e, const std::string& name) -> const std::string* {
+    for (const auto& [n, bytes] : e.component_values) {
+      if (n == name) return &bytes;
+    }
+    return nullptr;
+  };
   for (const auto& name : diff) {
     const ManifestComponent* a = entries[0].manifest.find(name);
     const ManifestComponent* b = entries[1].manifest.find(name);
-    *inv.out << name << ":\n  A: " << (a ? a->summary : "(absent)") << "\n  B: " << (b ? b->summary : "(absent)")
-             << "\n";
+    *inv.out << name << ":\n";
+    const std::string* va = value_of(entries[0], name);
+    const std::string* vb = value_of(entries[1], name);
+    auto fields = va && vb ? explain_component(*va, *vb) : Result<std::vector<std::string>>(std::vector<std::string>());
+    if (fields.ok() && !fields->empty()) {
+      for (const auto& line : *fields) *inv.out << "  " << line << "\n";  // field: A -> B
+    } else {
+      *inv.out << "  A: " << (a ? a->summary : "(absent)") << "\n  B: " << (b ? b->summary : "(absent)") << "\n";
+    }
   }
   return k_exit_ok;
 }

@@ -22,11 +22,13 @@ ManifestComponent make_component(const std::string& name, const std::string& enc
   return ManifestComponent{name, h.finish(), std::move(summary)};
 }
 
-Result<ManifestComponent> dict_component(const std::string& name, const Value& v) {
+Status add_dict_component(const std::string& name, const Value& v, CacheKey* key) {
   if (v.kind != Value::Kind::kDict) return Status::invalid_argument("key component '" + name + "' must be a dict");
   ByteWriter w;
   AOTCACHE_RETURN_IF_ERROR(internal::encode_value(v, 0, &w));
-  return make_component(name, w.bytes(), internal::summarize_dict(v));
+  key->manifest.components.push_back(make_component(name, w.bytes(), internal::summarize_dict(v)));
+  key->component_values.emplace_back(name, w.take());
+  return Status();
 }
 
 }  // namespace
@@ -77,8 +79,7 @@ Result<CacheKey> compute_key(const KeyInputs& in) {
                                     {"config", &in.config},
                                     {"environment", &in.environment},
                                     {"user", &in.user}}) {
-    AOTCACHE_ASSIGN_OR_RETURN(ManifestComponent c, dict_component(name, *value));
-    comps.push_back(std::move(c));
+    AOTCACHE_RETURN_IF_ERROR(add_dict_component(name, *value, &key));
   }
   key.digest = key_digest_of(key.manifest);
   return key;

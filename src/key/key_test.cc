@@ -147,6 +147,21 @@ TEST(Key, ConstantsKeyedByContentNotName) {
   EXPECT_NE(key_hex(linear_relu_inputs(&a)), key_hex(linear_relu_inputs(&other_bytes)));
 }
 
+TEST(Key, ExplainComponentNamesTheFields) {
+  Graph g = linear_relu_graph();
+  KeyInputs a = linear_relu_inputs(&g);
+  KeyInputs b = a;
+  b.config = Value::dict({Value::string("inductor"), Value::dict({Value::string("max_autotune"), Value::boolean(true)}),
+                          Value::string("extra"), Value::integer(1)});
+  auto ka = compute_key(a), kb = compute_key(b);
+  ASSERT_TRUE(ka.ok() && kb.ok());
+  ASSERT_EQ(ka->component_values[1].first, "config");
+  auto lines = explain_component(ka->component_values[1].second, kb->component_values[1].second);
+  ASSERT_TRUE(lines.ok());
+  EXPECT_EQ(*lines, (std::vector<std::string>{"inductor.max_autotune: False -> True", "extra: only in B"}));
+  EXPECT_EQ(explain_component("\x42", ka->component_values[1].second).status().code(), StatusCode::kCorruption);
+}
+
 TEST(Key, MalformedGraphIsAnError) {
   Graph g = linear_relu_graph();
   g.nodes[3].args[0] = Value::node_ref(5);  // refers forward

@@ -16,6 +16,7 @@ enum SectionTag : uint32_t {
   k_section_manifest = 1,
   k_section_metadata = 2,
   k_section_payload = 3,
+  k_section_component_values = 4,  // optional
 };
 
 constexpr size_t k_header_size = 8 + 4 + 4 + 32 + 4;
@@ -48,6 +49,21 @@ Status decode_manifest(std::string_view bytes, Manifest* out) {
   return Status();
 }
 
+Status decode_component_values(std::string_view bytes, ComponentValues* out) {
+  ByteReader r(bytes);
+  uint32_t count = 0;
+  AOTCACHE_RETURN_IF_ERROR(r.u32(&count));
+  if (count > r.remaining() / 8) return Status::corruption("component values claim more entries than fit");
+  for (uint32_t k = 0; k < count; ++k) {
+    std::string_view name, value;
+    AOTCACHE_RETURN_IF_ERROR(r.str(&name));
+    AOTCACHE_RETURN_IF_ERROR(r.str(&value));
+    out->emplace_back(std::string(name), std::string(value));
+  }
+  if (!r.done()) return Status::corruption("trailing bytes after the component values");
+  return Status();
+}
+
 }  // namespace
 
 Result<std::string> encode_entry(const Entry& entry) {
@@ -59,11 +75,18 @@ Result<std::string> encode_entry(const Entry& entry) {
   w.u32(k_entry_format_version);
   w.u32(0);  // flags: bits 0-3 compression (0 = none); the rest reserved, must be 0
   w.raw(entry.key_digest);
-  w.u32(3);
   const std::string manifest = encode_manifest(entry.manifest);
+  ByteWriter values;
+  values.u32(static_cast<uint32_t>(entry.component_values.size()));
+  for (const auto& [name, bytes] : entry.component_values) {
+    values.str(name);
+    values.str(bytes);
+  }
+  w.u32(4);
   for (const auto& [tag, bytes] : {std::pair<uint32_t, std::string_view>{k_section_manifest, manifest},
                                    {k_section_metadata, meta.bytes()},
-                                   {k_section_payload, entry.payload}}) {
+                                   {k_section_payload, entry.payload},
+                                   {k_section_component_values, values.bytes()}}) {
     w.u32(tag);
     w.u64(bytes.size());
     w.raw(bytes);
@@ -98,7 +121,7 @@ Result<Entry> decode_entry(std::string_view bytes) {
   AOTCACHE_RETURN_IF_ERROR(r.raw(internal::k_digest_size, &key));
   e.key_digest = std::string(key);
   AOTCACHE_RETURN_IF_ERROR(r.u32(&sections));
-  bool seen[4] = {false, false, false, false};
+  bool seen[5] = {false, false, false, false, false};
   for (uint32_t s = 0; s < sections; ++s) {
     uint32_t tag = 0;
     uint64_t len = 0;
@@ -107,7 +130,7 @@ Result<Entry> decode_entry(std::string_view bytes) {
     if (len > r.remaining()) return Status::corruption("section longer than the entry");
     std::string_view data;
     AOTCACHE_RETURN_IF_ERROR(r.raw(static_cast<size_t>(len), &data));
-    if (tag < 1 || tag > 3) continue;  // unknown sections are optional by rule: skip
+    if (tag < 1 || tag > 4) continue;  // unknown sections are optional by rule: skip
     if (seen[tag]) return Status::corruption("section " + std::to_string(tag) + " appears twice");
     seen[tag] = true;
     if (tag == k_section_manifest) {
@@ -117,8 +140,10 @@ Result<Entry> decode_entry(std::string_view bytes) {
       AOTCACHE_RETURN_IF_ERROR(internal::decode_value(&mr, &e.metadata));
       if (!mr.done()) return Status::corruption("trailing bytes after the metadata");
       if (e.metadata.kind != Value::Kind::kDict) return Status::corruption("entry metadata is not a dict");
-    } else {
+    } else if (tag == k_section_payload) {
       e.payload = std::string(data);
+    } else {
+      AOTCACHE_RETURN_IF_ERROR(decode_component_values(data, &e.component_values));
     }
   }
   if (!r.done()) return Status::corruption("trailing bytes after the last section");

@@ -15,6 +15,7 @@ Entry sample_entry() {
   Entry e;
   e.key_digest = k->digest;
   e.manifest = k->manifest;
+  e.component_values = k->component_values;
   e.metadata = Value::dict(
       {Value::string("compile_seconds"), Value::floating(12.5), Value::string("producer"), Value::string("test")});
   e.payload = std::string("compiled\0artifact", 17);
@@ -28,6 +29,17 @@ TEST(EntryFormat, RoundTrip) {
   EXPECT_EQ(*back, e);
   EXPECT_DOUBLE_EQ(entry_metadata_number(*back, "compile_seconds", -1), 12.5);
   EXPECT_DOUBLE_EQ(entry_metadata_number(*back, "absent", -1), -1);
+}
+
+TEST(EntryFormat, ComponentValuesAreOptional) {
+  Entry with = sample_entry();
+  ASSERT_EQ(with.component_values.size(), 4u);  // autograd_state, config, environment, user
+  Entry without = with;
+  without.component_values.clear();
+  auto back = decode_entry(encode_entry(without).value());
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->component_values.empty());
+  EXPECT_EQ(decode_entry(encode_entry(with).value())->component_values, with.component_values);
 }
 
 TEST(EntryFormat, GoldenHeader) {
