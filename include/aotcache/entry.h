@@ -26,7 +26,10 @@ struct Entry {
 };
 
 // InvalidArgument when the metadata holds a value the canonical encoding rejects.
-Result<std::string> encode_entry(const Entry& entry);
+enum class PayloadCompression : uint32_t { kNone = 0, kZstd = 1 };
+
+// With kZstd, payloads of at least 1 KiB are stored zstd-compressed when that makes them smaller (header flags).
+Result<std::string> encode_entry(const Entry& entry, PayloadCompression compression = PayloadCompression::kZstd);
 
 // Corruption on bad magic, checksum mismatch, truncation, or a manifest that does not hash to the key;
 // Unsupported on a newer format version. Never crashes on arbitrary bytes.

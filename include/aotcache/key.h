@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "aotcache/ir.h"
@@ -54,6 +55,9 @@ struct CacheKey {
 // Encodes and hashes all components. Fails with InvalidArgument on a malformed IR (a node reference that does not
 // point to an earlier node, an odd-length dict) and never on well-formed input.
 Result<CacheKey> compute_key(const KeyInputs& inputs);
+
+// The digest a component named `name` with canonical encoding `encoded` has in a manifest.
+std::string component_digest(const std::string& name, std::string_view encoded);
 
 // The key of a manifest: lets a reader check that an entry's manifest belongs to the key it is stored under.
 std::string key_digest_of(const Manifest& manifest);

@@ -12,14 +12,7 @@ namespace {
 using internal::ByteWriter;
 
 ManifestComponent make_component(const std::string& name, const std::string& encoded, std::string summary) {
-  internal::Sha256 h;
-  ByteWriter prefix;
-  prefix.str("aotcache-component");
-  prefix.str(name);
-  prefix.u32(k_key_schema_version);
-  h.update(prefix.bytes());
-  h.update(encoded);
-  return ManifestComponent{name, h.finish(), std::move(summary)};
+  return ManifestComponent{name, component_digest(name, encoded), std::move(summary)};
 }
 
 Status add_dict_component(const std::string& name, const Value& v, CacheKey* key) {
@@ -38,6 +31,17 @@ const ManifestComponent* Manifest::find(const std::string& name) const {
     if (c.name == name) return &c;
   }
   return nullptr;
+}
+
+std::string component_digest(const std::string& name, std::string_view encoded) {
+  internal::Sha256 h;
+  ByteWriter prefix;
+  prefix.str("aotcache-component");
+  prefix.str(name);
+  prefix.u32(k_key_schema_version);
+  h.update(prefix.bytes());
+  h.update(encoded);
+  return h.finish();
 }
 
 std::string CacheKey::hex() const {

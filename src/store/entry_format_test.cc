@@ -70,6 +70,44 @@ TEST(EntryFormat, EveryTruncationIsDetected) {
   }
 }
 
+TEST(EntryFormat, LargePayloadsAreCompressed) {
+  Entry e = sample_entry();
+  for (int k = 0; k < 5000; ++k) e.payload += "def kernel_" + std::to_string(k % 50) + "(in_ptr0, out_ptr0):\n";
+  const std::string packed = encode_entry(e).value();
+  EXPECT_EQ(packed[12], 1);  // flags: zstd
+  EXPECT_LT(packed.size(), e.payload.size() / 3);
+  auto back = decode_entry(packed);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, e);
+  const std::string plain = encode_entry(e, PayloadCompression::kNone).value();
+  EXPECT_EQ(plain[12], 0);
+  EXPECT_EQ(decode_entry(plain).value(), e);
+}
+
+TEST(EntryFormat, DamagedCompressedPayloadIsCorruption) {
+  Entry e = sample_entry();
+  e.payload.assign(100000, 'x');
+  std::string bytes = encode_entry(e).value();
+  // Damage the zstd frame and re-seal the checksum: the decompressor itself must catch it.
+  const size_t frame_start = bytes.find("\x28\xb5\x2f\xfd");  // zstd frame magic
+  ASSERT_NE(frame_start, std::string::npos);
+  const size_t frame_byte = frame_start + 12;
+  bytes[frame_byte] = static_cast<char>(bytes[frame_byte] ^ 0x5a);
+  std::string body = bytes.substr(0, bytes.size() - 32);
+  bytes = body + internal::sha256(body);
+  auto r = decode_entry(bytes);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().to_string();
+}
+
+TEST(EntryFormat, ComponentValuesMustMatchTheManifest) {
+  Entry e = sample_entry();
+  e.component_values[1].second.back() = 'Z';  // a config encoding that does not hash to the manifest's digest
+  auto r = decode_entry(encode_entry(e).value());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+}
+
 TEST(EntryFormat, NewerVersionIsUnsupported) {
   std::string bytes = encode_entry(sample_entry()).value();
   bytes[8] = 2;  // version 2
