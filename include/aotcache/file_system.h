@@ -41,6 +41,11 @@ class FileSystem {
   virtual Status remove_dir(const std::string& path) = 0;
   // An empty list when the directory does not exist.
   virtual Result<std::vector<DirEntry>> list_dir(const std::string& path) = 0;
+  // Sets the file's modification time to now (marks an entry used). A missing file is not an error.
+  virtual Status touch(const std::string& path) = 0;
+  // Whether a process with this id runs on this machine: temp files of dead writers are garbage.
+  virtual bool process_alive(int64_t pid) = 0;
+  virtual int64_t now_unix() = 0;
   // Blocks until the lock on `path` (created if missing) is held.
   virtual Result<std::unique_ptr<FileLock>> lock_file(const std::string& path) = 0;
 };

@@ -27,6 +27,14 @@ using Counters = std::map<std::string, int64_t>;
 // $AOTCACHE_DIR, else $XDG_CACHE_HOME/aotcache, else $HOME/.cache/aotcache.
 std::string default_cache_dir();
 
+// Default bound of a cache directory: 10 GiB.
+constexpr uint64_t k_default_max_size = 10ULL << 30;
+
+// "10G", "10GiB", "1.5 GB", "500M", "4096" (bytes) -> bytes; units are binary (K = 1024). InvalidArgument otherwise.
+Result<uint64_t> parse_size(const std::string& text);
+// "30s", "15m", "12h", "7d", "2w" -> seconds. InvalidArgument otherwise.
+Result<int64_t> parse_age(const std::string& text);
+
 // True for a 64-digit lowercase hex string: the only key spelling the store accepts (no path tricks).
 bool is_valid_key_hex(const std::string& key_hex);
 
@@ -38,8 +46,15 @@ class LocalStore {
 
   // nullopt on a miss. Corruption when the stored bytes fail their checks: the caller decides to remove it.
   Result<std::optional<Entry>> get(const std::string& key_hex);
-  // Atomic: a concurrent reader sees no entry or the whole entry.
+  // Atomic: a concurrent reader sees no entry or the whole entry. Then, with a size bound set, evicts the least
+  // recently used entries until the directory is back under 90% of the bound (counted as `evictions`).
   Status put(const Entry& entry);
+  // Entries are ranked for eviction by last use: a hit marks its entry used (mtime). 0 = unbounded.
+  void set_max_size(uint64_t bytes) { max_size_ = bytes; }
+  uint64_t max_size() const { return max_size_; }
+  // Removes entries unused for `older_than_seconds` (when > 0), then least recently used entries until the total
+  // is at most `target_bytes` (when > 0). Returns the number removed.
+  Result<uint64_t> prune(uint64_t target_bytes, int64_t older_than_seconds);
   Status remove(const std::string& key_hex);
   Result<std::vector<EntryInfo>> list();
   // Removes every entry and the graph index; keeps the counters.
@@ -62,8 +77,11 @@ class LocalStore {
   Result<Counters> read_counters_unlocked();
   std::string graph_index_dir(const std::string& graph_digest_hex) const;
 
+  Status remove_stale_temp_files();
+
   std::string dir_;
   FileSystem* fs_;
+  uint64_t max_size_ = 0;
 };
 
 }  // namespace aotcache

@@ -65,6 +65,8 @@ def aotcache_backend(
     if not cfg.enabled:
         return _compile_bypassed(gm, example_inputs, opts, Bypass("disabled", "AOTCACHE_DISABLE is set"), None)
     store = _open_store(cfg.cache_dir)
+    if store is not None:
+        store.set_max_size(cfg.max_size)
     try:
         graph = capture.capture_graph(gm)
         inputs = capture.capture_inputs(example_inputs)

@@ -340,6 +340,10 @@ NB_MODULE(_core, m) {
       },
       "a"_a, "b"_a);
   m.def("default_cache_dir", &default_cache_dir);
+  m.def(
+      "parse_size", [](const std::string& text) { return unwrap(parse_size(text)); }, "text"_a,
+      "'10G', '500M', '4096' -> bytes (binary units). Raises CacheError.");
+  m.attr("DEFAULT_MAX_SIZE") = k_default_max_size;
 
   nb::class_<LoadedEntry>(m, "LoadedEntry")
       .def_ro("key", &LoadedEntry::key)
@@ -390,6 +394,14 @@ NB_MODULE(_core, m) {
              return rows;
            })
       .def("clear", [](LocalStore& s) { check(s.clear()); })
+      .def("set_max_size", &LocalStore::set_max_size, "bytes"_a, "Bound for LRU eviction after each put; 0 = none.")
+      .def_prop_ro("max_size", &LocalStore::max_size)
+      .def(
+          "prune",
+          [](LocalStore& s, uint64_t target_bytes, int64_t older_than_seconds) {
+            return unwrap(s.prune(target_bytes, older_than_seconds));
+          },
+          "target_bytes"_a = 0, "older_than_seconds"_a = 0)
       .def(
           "keys_for_graph", [](LocalStore& s, const std::string& digest) { return unwrap(s.keys_for_graph(digest)); },
           "graph_digest"_a, "Keys of entries with this graph component digest, newest first.")

@@ -1,4 +1,4 @@
-// `aotcache ls [--json]`: one line per entry: key, size, age, compile time saved per hit.
+// `aotcache ls [--json] [--sort age|size|saved]`: one line per entry: key, size, last use, compile time it saves.
 #include <algorithm>
 #include <ctime>
 #include <ostream>
@@ -14,14 +14,39 @@ int run_ls(const Invocation& inv) {
     *inv.err << "aotcache: " << entries.status().to_string() << "\n";
     return k_exit_failure;
   }
-  std::sort(entries->begin(), entries->end(), [](const auto& a, const auto& b) { return a.mtime_unix > b.mtime_unix; });
+  std::string sort = "age";
+  for (size_t k = 0; k + 1 < inv.args.size(); ++k) {
+    if (inv.args[k] == "--sort") sort = inv.args[k + 1];
+  }
+  if (sort != "age" && sort != "size" && sort != "saved") {
+    *inv.err << "usage: aotcache ls [--json] [--sort age|size|saved]\n";
+    return k_exit_usage;
+  }
+  struct Row {
+    EntryInfo info;
+    bool valid;
+    double compile_s;
+  };
+  std::vector<Row> rows;
+  for (const auto& e : *entries) {
+    // Read without marking used: listing must not change the eviction order.
+    auto bytes = default_file_system()->read_file(inv.store->entry_path(e.key_hex));
+    auto decoded = bytes.ok() && bytes->has_value() ? decode_entry(**bytes) : Result<Entry>(Status::not_found(""));
+    const bool valid = decoded.ok();
+    rows.push_back({e, valid, valid ? entry_metadata_number(*decoded, "compile_seconds", 0.0) : 0.0});
+  }
+  std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+    if (sort == "size") return a.info.size > b.info.size;
+    if (sort == "saved") return a.compile_s > b.compile_s;
+    return a.info.mtime_unix > b.info.mtime_unix;
+  });
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
   JsonWriter w;
   w.begin_array();
-  for (const auto& e : *entries) {
-    auto got = inv.store->get(e.key_hex);
-    const bool valid = got.ok() && got->has_value();
-    const double compile_s = valid ? entry_metadata_number(**got, "compile_seconds", 0.0) : 0.0;
+  for (const auto& row : rows) {
+    const EntryInfo& e = row.info;
+    const bool valid = row.valid;
+    const double compile_s = row.compile_s;
     if (inv.flag("--json")) {
       w.begin_object().key("key").string(e.key_hex).key("size_bytes").integer(static_cast<int64_t>(e.size));
       w.key("mtime_unix").integer(e.mtime_unix).key("valid").boolean(valid).key("compile_seconds").number(compile_s);

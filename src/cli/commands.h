@@ -33,5 +33,7 @@ int run_show(const Invocation& inv);
 int run_rm(const Invocation& inv);
 int run_clear(const Invocation& inv);
 int run_explain(const Invocation& inv);
+int run_prune(const Invocation& inv);
+int run_verify(const Invocation& inv);
 
 }  // namespace aotcache::cli

@@ -1,4 +1,5 @@
 // The `aotcache` program: manage and inspect a cache directory. Turns Status into exit codes; nothing else does.
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -24,7 +25,13 @@ const char* k_usage =
     "  show KEY [--json]         an entry's header, manifest and metadata (KEY may be a unique prefix)\n"
     "  explain KEY_A KEY_B       the key components that differ between two entries\n"
     "  rm KEY...                 remove entries\n"
-    "  clear                     remove all entries (statistics stay)\n";
+    "  clear                     remove all entries (statistics stay)\n"
+    "  prune [--max-size SIZE] [--older-than AGE]\n"
+    "                            remove entries unused for AGE (7d, 12h), then least recently used ones down to\n"
+    "                            SIZE (10G, 500M; default $AOTCACHE_MAX_SIZE or 10G)\n"
+    "  verify [--fix]            check every entry's checksum and format; --fix removes bad entries\n"
+    "\n"
+    "ls takes --sort age|size|saved (default age). Exit codes: 0 ok, 1 failure, 2 bad arguments.\n";
 
 }  // namespace
 
@@ -60,8 +67,10 @@ int main(int argc, char** argv) {
     return aotcache::cli::k_exit_usage;
   }
   static const std::map<std::string, int (*)(const Invocation&)> k_commands = {
-      {"stats", aotcache::cli::run_stats}, {"ls", aotcache::cli::run_ls},       {"show", aotcache::cli::run_show},
-      {"rm", aotcache::cli::run_rm},       {"clear", aotcache::cli::run_clear}, {"explain", aotcache::cli::run_explain},
+      {"stats", aotcache::cli::run_stats}, {"ls", aotcache::cli::run_ls},
+      {"show", aotcache::cli::run_show},   {"rm", aotcache::cli::run_rm},
+      {"clear", aotcache::cli::run_clear}, {"explain", aotcache::cli::run_explain},
+      {"prune", aotcache::cli::run_prune}, {"verify", aotcache::cli::run_verify},
   };
   auto cmd = k_commands.find(rest[0]);
   if (cmd == k_commands.end()) {
@@ -74,6 +83,16 @@ int main(int argc, char** argv) {
     std::cerr << "aotcache: cannot open cache directory " << dir << ": " << store.status().to_string() << "\n";
     return aotcache::cli::k_exit_failure;
   }
+  uint64_t max_size = aotcache::k_default_max_size;
+  if (const char* m = std::getenv("AOTCACHE_MAX_SIZE"); m != nullptr && *m != '\0') {
+    auto parsed = aotcache::parse_size(m);
+    if (!parsed.ok()) {
+      std::cerr << "aotcache: AOTCACHE_MAX_SIZE: " << parsed.status().message() << "\n";
+      return aotcache::cli::k_exit_usage;
+    }
+    max_size = *parsed;
+  }
+  (*store)->set_max_size(max_size);
   Invocation inv{store->get(), std::vector<std::string>(rest.begin() + 1, rest.end()), &std::cout, &std::cerr};
   return cmd->second(inv);
 }

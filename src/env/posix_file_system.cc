@@ -1,13 +1,17 @@
 // FileSystem over POSIX calls: atomic writes by temp file + fsync + rename, locks by flock.
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <random>
 
 #include "aotcache/file_system.h"
@@ -144,6 +148,19 @@ class PosixFileSystem final : public FileSystem {
     closedir(d);
     return out;
   }
+
+  Status touch(const std::string& path) override {
+    if (utimensat(AT_FDCWD, path.c_str(), nullptr, 0) != 0 && errno != ENOENT)
+      return errno_status("cannot touch", path);
+    return Status();
+  }
+
+  bool process_alive(int64_t pid) override {
+    if (pid <= 0 || pid > INT32_MAX) return false;
+    return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  }
+
+  int64_t now_unix() override { return static_cast<int64_t>(time(nullptr)); }
 
   Result<std::unique_ptr<FileLock>> lock_file(const std::string& path) override {
     int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

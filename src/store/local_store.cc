@@ -1,6 +1,7 @@
 // Local store layout: <dir>/entries/<2 hex>/<64 hex>.aotc, <dir>/by-graph/<2 hex>/<graph digest>/<key> (empty index
 // records), <dir>/tmp/ for atomic writes, <dir>/stats (+ .lock). docs/store-layout.md.
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <sstream>
 
@@ -43,9 +44,28 @@ Result<std::unique_ptr<LocalStore>> LocalStore::open(const std::string& dir, Fil
   AOTCACHE_RETURN_IF_ERROR(fs->create_dirs(clean + "/entries"));
   AOTCACHE_RETURN_IF_ERROR(fs->create_dirs(clean + "/tmp"));
   AOTCACHE_ASSIGN_OR_RETURN(auto tag, fs->read_file(clean + "/CACHEDIR.TAG"));
-  if (!tag.has_value())
+  if (!tag.has_value()) {
     AOTCACHE_RETURN_IF_ERROR(fs->write_file_atomic(clean + "/CACHEDIR.TAG", cachedir_tag(), clean + "/tmp"));
-  return std::unique_ptr<LocalStore>(new LocalStore(clean, fs));
+  }
+  std::unique_ptr<LocalStore> store(new LocalStore(clean, fs));
+  AOTCACHE_RETURN_IF_ERROR(store->remove_stale_temp_files());
+  return store;
+}
+
+Status LocalStore::remove_stale_temp_files() {
+  // Temp files are named tmp.<pid>.<n>.<r>: one whose writer is gone (killed mid-write) is garbage. A day-old one
+  // is too, whoever wrote it (a pid may have been reused, or the directory is shared by several machines).
+  constexpr int64_t k_abandoned_after_seconds = 24 * 3600;
+  AOTCACHE_ASSIGN_OR_RETURN(auto files, fs_->list_dir(dir_ + "/tmp"));
+  const int64_t now = fs_->now_unix();
+  for (const DirEntry& f : files) {
+    if (f.is_dir || f.name.rfind("tmp.", 0) != 0) continue;
+    const int64_t pid = std::strtoll(f.name.c_str() + 4, nullptr, 10);
+    if (!fs_->process_alive(pid) || now - f.mtime_unix > k_abandoned_after_seconds) {
+      AOTCACHE_RETURN_IF_ERROR(fs_->remove_file(dir_ + "/tmp/" + f.name));
+    }
+  }
+  return Status();
 }
 
 std::string LocalStore::entry_path(const std::string& key_hex) const {
@@ -58,6 +78,8 @@ Result<std::optional<Entry>> LocalStore::get(const std::string& key_hex) {
   if (!bytes.has_value()) return std::optional<Entry>();
   AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_entry(*bytes));
   if (internal::to_hex(e.key_digest) != key_hex) return Status::corruption("entry stored under another key's name");
+  // Mark it used for LRU eviction. Best effort: a read-only directory still serves hits.
+  (void)fs_->touch(entry_path(key_hex));
   return std::optional<Entry>(std::move(e));
 }
 
@@ -77,7 +99,87 @@ Status LocalStore::put(const Entry& entry) {
     AOTCACHE_RETURN_IF_ERROR(fs_->create_dirs(index));
     AOTCACHE_RETURN_IF_ERROR(fs_->write_file_atomic(index + "/" + key_hex, "", dir_ + "/tmp"));
   }
+  if (max_size_ > 0) {
+    // Evict down to 90% so that the next puts do not each pay for a scan.
+    AOTCACHE_ASSIGN_OR_RETURN(auto evicted, prune(0, 0));
+    (void)evicted;
+  }
   return Status();
+}
+
+Result<uint64_t> LocalStore::prune(uint64_t target_bytes, int64_t older_than_seconds) {
+  AOTCACHE_ASSIGN_OR_RETURN(auto entries, list());
+  uint64_t total = 0;
+  for (const EntryInfo& e : entries) total += e.size;
+  if (target_bytes == 0 && max_size_ > 0 && total > max_size_) target_bytes = max_size_ / 10 * 9;
+  // Least recently used first.
+  std::sort(entries.begin(), entries.end(), [](const EntryInfo& a, const EntryInfo& b) {
+    return a.mtime_unix != b.mtime_unix ? a.mtime_unix < b.mtime_unix : a.key_hex < b.key_hex;
+  });
+  const int64_t now = fs_->now_unix();
+  uint64_t removed = 0;
+  for (const EntryInfo& e : entries) {
+    const bool too_old = older_than_seconds > 0 && now - e.mtime_unix > older_than_seconds;
+    const bool over = target_bytes > 0 && total > target_bytes;
+    if (!too_old && !over) continue;
+    AOTCACHE_RETURN_IF_ERROR(remove(e.key_hex));
+    total -= e.size;
+    ++removed;
+  }
+  if (removed > 0) AOTCACHE_RETURN_IF_ERROR(add_counters({{"evictions", static_cast<int64_t>(removed)}}));
+  return removed;
+}
+
+Result<uint64_t> parse_size(const std::string& text) {
+  size_t pos = 0;
+  double number = 0;
+  try {
+    number = std::stod(text, &pos);
+  } catch (...) {
+    return Status::invalid_argument("not a size: '" + text + "'");
+  }
+  std::string unit = text.substr(pos);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static const std::pair<const char*, double> k_units[] = {{"", 1},
+                                                           {"B", 1},
+                                                           {"K", 1024.0},
+                                                           {"KB", 1024.0},
+                                                           {"KIB", 1024.0},
+                                                           {"M", 1048576.0},
+                                                           {"MB", 1048576.0},
+                                                           {"MIB", 1048576.0},
+                                                           {"G", 1073741824.0},
+                                                           {"GB", 1073741824.0},
+                                                           {"GIB", 1073741824.0},
+                                                           {"T", 1099511627776.0},
+                                                           {"TB", 1099511627776.0},
+                                                           {"TIB", 1099511627776.0}};
+  for (const auto& [name, factor] : k_units) {
+    if (unit == name) {
+      const double bytes = number * factor;
+      if (!(bytes >= 0) || bytes > 1.8e19) return Status::invalid_argument("size out of range: '" + text + "'");
+      return static_cast<uint64_t>(bytes);
+    }
+  }
+  return Status::invalid_argument("unknown size unit in '" + text + "' (use K, M, G or T)");
+}
+
+Result<int64_t> parse_age(const std::string& text) {
+  size_t pos = 0;
+  long long number = 0;
+  try {
+    number = std::stoll(text, &pos);
+  } catch (...) {
+    return Status::invalid_argument("not an age: '" + text + "'");
+  }
+  const std::string unit = text.substr(pos);
+  static const std::pair<const char*, int64_t> k_units[] = {
+      {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}, {"w", 604800}};
+  for (const auto& [name, factor] : k_units) {
+    if (unit == name && number >= 0) return static_cast<int64_t>(number) * factor;
+  }
+  return Status::invalid_argument("not an age: '" + text + "' (use 30s, 15m, 12h, 7d or 2w)");
 }
 
 Result<std::vector<std::string>> LocalStore::keys_for_graph(const std::string& graph_digest_hex) {

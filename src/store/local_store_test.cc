@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <random>
+#include <set>
 
 #include "aotcache/store.h"
 #include "base/sha256.h"
@@ -140,6 +142,100 @@ TEST_F(LocalStoreTest, GraphIndexFindsEntriesOfTheSameGraph) {
   ASSERT_TRUE(store_->clear().ok());
   EXPECT_TRUE(store_->keys_for_graph(graph_hex)->empty());
   EXPECT_TRUE(default_file_system()->list_dir(dir_ + "/by-graph")->empty());
+}
+
+}  // namespace
+}  // namespace aotcache
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+namespace aotcache {
+namespace {
+
+void set_mtime(const std::string& path, int64_t unix_seconds) {
+  struct timespec times[2];
+  times[0].tv_sec = times[1].tv_sec = static_cast<time_t>(unix_seconds);
+  times[0].tv_nsec = times[1].tv_nsec = 0;
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+}
+
+Entry entry_with_payload(int variant, size_t payload_bytes) {
+  Graph g = testing::linear_relu_graph();
+  KeyInputs in = testing::linear_relu_inputs(&g);
+  in.inputs[0].tensor->sizes[0] = 100 + variant;
+  auto k = compute_key(in);
+  Entry e;
+  e.key_digest = k->digest;
+  e.manifest = k->manifest;
+  e.metadata = Value::dict({});
+  std::mt19937 rng(static_cast<unsigned>(variant));
+  std::string payload(payload_bytes, '\0');
+  for (char& c : payload) c = static_cast<char>(rng());
+  e.payload = payload;  // random: incompressible, so the file size stays near payload_bytes
+  return e;
+}
+
+TEST_F(LocalStoreTest, EvictsLeastRecentlyUsedBeyondTheBound) {
+  std::vector<std::string> keys;
+  for (int v = 0; v < 4; ++v) {
+    Entry e = entry_with_payload(v, 100000);
+    ASSERT_TRUE(store_->put(e).ok());
+    keys.push_back(internal::to_hex(e.key_digest));
+    set_mtime(store_->entry_path(keys.back()), 1000000 + v * 100);  // 0 is the oldest
+  }
+  // A hit makes entry 0 the most recently used.
+  ASSERT_TRUE(store_->get(keys[0]).ok());
+  store_->set_max_size(350000);
+  ASSERT_TRUE(store_->put(entry_with_payload(9, 100000)).ok());  // 5 x ~100 KB > 350 KB: evict to <= 315 KB
+  auto left = store_->list();
+  ASSERT_TRUE(left.ok());
+  std::set<std::string> present;
+  for (const auto& e : *left) present.insert(e.key_hex);
+  EXPECT_EQ(present.size(), 3u);
+  EXPECT_TRUE(present.count(keys[0])) << "recently read entry must survive";
+  EXPECT_FALSE(present.count(keys[1]));
+  EXPECT_FALSE(present.count(keys[2]));
+  EXPECT_TRUE(present.count(keys[3]));
+  EXPECT_EQ(store_->read_counters()->at("evictions"), 2);
+}
+
+TEST_F(LocalStoreTest, PruneByAge) {
+  Entry old_entry = entry_with_payload(1, 10), new_entry = entry_with_payload(2, 10);
+  ASSERT_TRUE(store_->put(old_entry).ok());
+  ASSERT_TRUE(store_->put(new_entry).ok());
+  set_mtime(store_->entry_path(internal::to_hex(old_entry.key_digest)), 1000);
+  auto removed = store_->prune(0, 3600);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 1u);
+  EXPECT_FALSE(store_->get(internal::to_hex(old_entry.key_digest))->has_value());
+  EXPECT_TRUE(store_->get(internal::to_hex(new_entry.key_digest))->has_value());
+}
+
+TEST_F(LocalStoreTest, OpenRemovesTempFilesOfDeadWriters) {
+  auto write = [&](const std::string& name) { std::ofstream(dir_ + "/tmp/" + name) << "partial"; };
+  write("tmp.999999999.0.1");                         // no such process
+  write("tmp." + std::to_string(getpid()) + ".0.2");  // this (live) process
+  auto reopened = LocalStore::open(dir_);
+  ASSERT_TRUE(reopened.ok());
+  auto files = default_file_system()->list_dir(dir_ + "/tmp");
+  ASSERT_TRUE(files.ok());
+  ASSERT_EQ(files->size(), 1u);
+  EXPECT_EQ((*files)[0].name, "tmp." + std::to_string(getpid()) + ".0.2");
+}
+
+TEST(ParseSize, UnitsAndErrors) {
+  EXPECT_EQ(parse_size("4096").value(), 4096u);
+  EXPECT_EQ(parse_size("10G").value(), 10ULL << 30);
+  EXPECT_EQ(parse_size("10GiB").value(), 10ULL << 30);
+  EXPECT_EQ(parse_size("1.5 gb").value(), 3ULL << 29);
+  EXPECT_EQ(parse_size("500M").value(), 500ULL << 20);
+  EXPECT_FALSE(parse_size("ten").ok());
+  EXPECT_FALSE(parse_size("10X").ok());
+  EXPECT_FALSE(parse_size("-1G").ok());
+  EXPECT_EQ(parse_age("7d").value(), 7 * 86400);
+  EXPECT_EQ(parse_age("12h").value(), 12 * 3600);
+  EXPECT_FALSE(parse_age("7 days").ok());
 }
 
 }  // namespace

@@ -1,0 +1,105 @@
+"""The local store under concurrent processes, writers killed mid-write, and a size bound (no torch compile)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from aotcache import _core
+from conftest import cli
+
+WORKER = Path(__file__).with_name("store_worker.py")
+
+
+def _spawn(cache_dir: Path, mode: str, seed: int, iterations: int) -> subprocess.Popen:
+    # Writers are killed: they get no pipe, which would be left unclosed.
+    out = subprocess.PIPE if mode == "mixed" else subprocess.DEVNULL
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), str(cache_dir), mode, str(seed), str(iterations)],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_eight_processes_read_and_write_the_same_keys(tmp_path):
+    cache_dir = tmp_path / "cache"
+    workers = [_spawn(cache_dir, "mixed", seed, 150) for seed in range(8)]
+    outputs = [w.communicate(timeout=300)[0] for w in workers]
+    for w, out in zip(workers, outputs):
+        assert w.returncode == 0 and out.startswith("OK"), out
+    hits = sum(int(out.split("hits=")[1].split()[0]) for out in outputs)
+    assert hits > 100  # the processes really read each other's entries
+    assert "0 bad" in cli(cache_dir, "verify")
+    assert list((cache_dir / "tmp").iterdir()) == []
+
+
+def test_writers_killed_at_random_points_never_leave_a_corrupt_entry(tmp_path):
+    cache_dir = tmp_path / "cache"
+    _core.LocalStore.open(str(cache_dir))
+    rng = random.Random(7)
+    kills = 0
+    for round_ in range(200):
+        writer = _spawn(cache_dir, "writer", round_, 10_000)
+        time.sleep(rng.uniform(0.05, 0.25))  # import + some puts, then die anywhere, mid-write included
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+        kills += writer.returncode == -signal.SIGKILL
+    assert kills == 200
+    # Every entry that made it is whole; the temp files of the dead writers are cleaned when the store opens.
+    report = cli(cache_dir, "verify")
+    assert " 0 bad" in report, report
+    entries = json.loads(cli(cache_dir, "ls", "--json"))
+    assert entries and all(e["valid"] for e in entries)
+    _core.LocalStore.open(str(cache_dir))
+    assert list((cache_dir / "tmp").iterdir()) == []
+
+
+def test_size_bound_evicts_least_recently_used(tmp_path):
+    cache_dir = tmp_path / "cache"
+    store = _core.LocalStore.open(str(cache_dir))
+    sys.path.insert(0, str(WORKER.parent))
+    from store_worker import key_for, payload
+
+    rng = random.Random(1)
+    keys = [key_for(slot) for slot in range(5)]
+    for k in keys[:4]:
+        store.put(k, payload(rng, 200_000), {})
+    old = time.time() - 1000
+    for i, k in enumerate(keys[:4]):
+        os.utime(store.entry_path(k.hex), (old + i, old + i))
+    assert store.get(keys[0].hex) is not None  # a hit: entry 0 becomes the most recently used
+    store.set_max_size(700_000)
+    store.put(keys[4], payload(rng, 200_000), {})
+    left = {e["key"] for e in json.loads(cli(cache_dir, "ls", "--json"))}
+    assert left == {keys[0].hex, keys[3].hex, keys[4].hex}
+    assert json.loads(cli(cache_dir, "stats", "--json"))["counters"]["evictions"] == 2
+
+
+def test_cli_prune_verify_and_errors(tmp_path):
+    cache_dir = tmp_path / "cache"
+    store = _core.LocalStore.open(str(cache_dir))
+    sys.path.insert(0, str(WORKER.parent))
+    from store_worker import key_for, payload
+
+    rng = random.Random(2)
+    for slot in range(3):
+        store.put(key_for(slot), payload(rng, 50_000), {})
+    bad = Path(store.entry_path(key_for(1).hex))
+    data = bytearray(bad.read_bytes())
+    data[100] ^= 1
+    bad.write_bytes(bytes(data))
+    assert "1 bad" in cli(cache_dir, "verify", expect_rc=1)
+    assert "1 removed" in cli(cache_dir, "verify", "--fix")
+    assert "0 bad" in cli(cache_dir, "verify")
+    assert "removed 2 entries" in cli(cache_dir, "prune", "--max-size", "1K")
+    cli(cache_dir, "prune", "--max-size", "lots", expect_rc=2)
+    cli(cache_dir, "ls", "--sort", "color", expect_rc=2)
+    cli(cache_dir, "show", "zz", expect_rc=2)
+    cli(cache_dir, "show", "abcd", expect_rc=1)
