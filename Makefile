@@ -44,12 +44,12 @@ test: lint test-cpp test-python
 
 lint: setup
 	clang-format --dry-run --Werror $$(find include src python/bindings -name '*.h' -o -name '*.cc')
-	$(VENV)/bin/ruff format --check python tests
-	$(VENV)/bin/ruff check python tests
+	$(VENV)/bin/ruff format --check python tests bench scripts
+	$(VENV)/bin/ruff check python tests bench scripts
 
 format: setup
 	clang-format -i $$(find include src python/bindings -name '*.h' -o -name '*.cc')
-	$(VENV)/bin/ruff format python tests
+	$(VENV)/bin/ruff format python tests bench scripts
 
 clean:
 	rm -rf build $(VENV)/.aotcache-installed
