@@ -697,6 +697,6 @@ def markdown_report(results: dict[str, dict[str, PairResult]]) -> str:
     }
     for key, label in labels.items():
         lines.append(f"| {label} | {totals['aotcache'][key]} | {totals['torch'][key]} |")
-    ran = {side: sum(totals[side].values()) for side in SIDES}
+    ran = {side: sum(totals[side].values()) - totals[side]["n/a"] for side in SIDES}
     lines.append(f"| pairs run | {ran['aotcache']} | {ran['torch']} |")
     return "\n".join(lines) + "\n"
