@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.fx.immutable_collections import immutable_dict, immutable_list
 
 from aotcache import _core
 from aotcache.errors import Bypass
@@ -145,10 +146,10 @@ class _ArgNormalizer:
             return value
         if t is torch.fx.Node:
             return _core.NodeRef(self._positions[value])
-        if t in (list, tuple, torch.Size):
+        if t in (list, tuple, torch.Size, immutable_list):  # Dynamo stores list arguments as immutable_list
             items = [self(v, node) for v in value]
-            return items if t is list else tuple(items)
-        if t is dict:
+            return items if t in (list, immutable_list) else tuple(items)
+        if t in (dict, immutable_dict):
             return {self(k, node): self(v, node) for k, v in value.items()}
         if t is slice:
             return _core.Slice(self(value.start, node), self(value.stop, node), self(value.step, node))

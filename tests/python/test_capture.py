@@ -217,3 +217,16 @@ def test_environment_override(monkeypatch):
     with pytest.raises(Bypass) as info:
         global_state.environment()
     assert info.value.code == "bad_environment_override"
+
+
+def test_list_arguments_from_dynamo_are_keyed_not_bypassed():
+    """Dynamo stores list arguments as immutable_list: they must encode like lists (they used to bypass)."""
+
+    def make(values):
+        return lambda x: x + torch.tensor(values)
+
+    x = torch.randn(3)
+    a = _key(_dynamo_graph(make([1.0, 2.0, 3.0]), x), [x]).hex
+    b = _key(_dynamo_graph(make([1.0, 2.0, 4.0]), x), [x]).hex
+    assert a != b
+    assert a == _key(_dynamo_graph(make([1.0, 2.0, 3.0]), x), [x]).hex
