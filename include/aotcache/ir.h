@@ -25,6 +25,7 @@ struct Value {
     kTorchEnum = 9,  // a torch constant by name: `s` is the category (dtype, device, layout, ...), `name` the value
     kSlice = 10,     // slice(start, stop, step): `items` holds the three values
     kEllipsis = 11,  // Python's ...
+    kSymExpr = 12,   // a symbolic integer expression over the graph's size symbols: `s` holds it ("2*s0")
   };
 
   Kind kind = Kind::kNone;
@@ -48,6 +49,7 @@ struct Value {
   static Value torch_enum(std::string category, std::string name);
   static Value slice(Value start, Value stop, Value step);
   static Value ellipsis();
+  static Value sym_expr(std::string expr);
 
   bool operator==(const Value&) const = default;
 };
@@ -100,9 +102,12 @@ enum class TargetKind : uint8_t {
   kPythonFunction = 8,  // any other Python callable: not cacheable until pinned
   kAttribute = 9,       // get_attr: a constant tensor of the graph module
   kCustomOp = 10,       // an OpOverload outside aten/prims: "mylib::op.default"
+  kSubgraph = 11,       // get_attr of a nested graph (a higher-order op's body): in Node::subgraphs
 };
 
 const char* target_kind_name(TargetKind kind);
+
+struct Graph;
 
 struct Node {
   std::string name;  // for humans only: never part of the key
@@ -117,8 +122,10 @@ struct Node {
   // Semantic node meta only (checkpoint tags, user annotations, partitioner tags): what can change the compile.
   // Debug meta (stack traces, module paths, example values) never reaches the IR.
   std::vector<std::pair<std::string, Value>> meta;
+  // get_attr of a subgraph (TargetKind::kSubgraph): exactly one graph, encoded in place of its attribute name.
+  std::vector<Graph> subgraphs;
 
-  bool operator==(const Node&) const = default;
+  bool operator==(const Node&) const;
 };
 
 struct Graph {
@@ -126,5 +133,11 @@ struct Graph {
 
   bool operator==(const Graph&) const = default;
 };
+
+inline bool Node::operator==(const Node& o) const {
+  return name == o.name && op == o.op && target_kind == o.target_kind && target == o.target && args == o.args &&
+         kwargs == o.kwargs && constant_meta == o.constant_meta && constant_digest == o.constant_digest &&
+         meta == o.meta && subgraphs == o.subgraphs;
+}
 
 }  // namespace aotcache

@@ -173,7 +173,7 @@ NodeOp parse_op(const std::string& op) {
 }
 
 TargetKind parse_target_kind(const std::string& kind) {
-  for (int k = 0; k <= static_cast<int>(TargetKind::kCustomOp); ++k) {
+  for (int k = 0; k <= static_cast<int>(TargetKind::kSubgraph); ++k) {
     if (kind == target_kind_name(static_cast<TargetKind>(k))) return static_cast<TargetKind>(k);
   }
   raise(Status::invalid_argument("unknown target kind '" + kind + "'"));
@@ -260,7 +260,7 @@ NB_MODULE(_core, m) {
           "add_node",
           [](Graph& g, std::string name, const std::string& op, const std::string& target_kind, std::string target,
              nb::handle args, nb::handle kwargs, std::optional<TensorMeta> constant_meta,
-             std::optional<nb::bytes> constant_bytes, std::optional<nb::dict> meta) {
+             std::optional<nb::bytes> constant_bytes, std::optional<nb::dict> meta, std::optional<Graph> subgraph) {
             Node n;
             n.name = std::move(name);
             n.op = parse_op(op);
@@ -278,11 +278,12 @@ NB_MODULE(_core, m) {
             if (meta.has_value()) {
               for (auto [k, v] : *meta) n.meta.emplace_back(nb::cast<std::string>(k), to_value(v, 0));
             }
+            if (subgraph.has_value()) n.subgraphs.push_back(std::move(*subgraph));
             g.nodes.push_back(std::move(n));
             return static_cast<int64_t>(g.nodes.size() - 1);
           },
           "name"_a, "op"_a, "target_kind"_a, "target"_a, "args"_a, "kwargs"_a, "constant_meta"_a = nb::none(),
-          "constant_bytes"_a = nb::none(), "meta"_a = nb::none(),
+          "constant_bytes"_a = nb::none(), "meta"_a = nb::none(), "subgraph"_a = nb::none(),
           "Appends a node; returns its position. Raises UnencodableError for a value the IR cannot hold.")
       .def("__len__", [](const Graph& g) { return g.nodes.size(); });
 

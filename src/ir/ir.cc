@@ -80,6 +80,13 @@ Value Value::ellipsis() {
   return out;
 }
 
+Value Value::sym_expr(std::string expr) {
+  Value out;
+  out.kind = Kind::kSymExpr;
+  out.s = std::move(expr);
+  return out;
+}
+
 const char* node_op_name(NodeOp op) {
   switch (op) {
     case NodeOp::kPlaceholder: return "placeholder";
@@ -105,6 +112,7 @@ const char* target_kind_name(TargetKind kind) {
     case TargetKind::kPythonFunction: return "python_function";
     case TargetKind::kAttribute: return "attribute";
     case TargetKind::kCustomOp: return "custom_op";
+    case TargetKind::kSubgraph: return "subgraph";
   }
   return "unknown";
 }

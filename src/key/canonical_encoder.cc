@@ -81,6 +81,11 @@ Status encode_value(const Value& v, int64_t node_limit, ByteWriter* out) {
       for (const Value& item : v.items) AOTCACHE_RETURN_IF_ERROR(encode_value(item, node_limit, out));
       return Status();
     case Value::Kind::kEllipsis: out->u8(static_cast<uint8_t>(ValueTag::kEllipsis)); return Status();
+    case Value::Kind::kSymExpr:
+      AOTCACHE_RETURN_IF_ERROR(check_u32(v.s.size(), "symbolic expression"));
+      out->u8(static_cast<uint8_t>(ValueTag::kSymExpr));
+      out->str(v.s);
+      return Status();
   }
   return Status::invalid_argument("value of unknown kind " + std::to_string(static_cast<int>(v.kind)));
 }
@@ -156,6 +161,12 @@ Status decode_value(ByteReader* in, Value* out, int depth) {
       return Status();
     }
     case ValueTag::kEllipsis: *out = Value::ellipsis(); return Status();
+    case ValueTag::kSymExpr: {
+      std::string_view expr;
+      AOTCACHE_RETURN_IF_ERROR(in->str(&expr));
+      *out = Value::sym_expr(std::string(expr));
+      return Status();
+    }
   }
   return Status::corruption("unknown value tag " + std::to_string(tag));
 }
@@ -215,7 +226,25 @@ Status encode_named_values(const std::vector<std::pair<std::string, Value>>& val
 
 }  // namespace
 
+namespace {
+
+Status encode_graph_at_depth(const Graph& graph, int depth, ByteWriter* out);
+
+}  // namespace
+
 Status encode_graph(const Graph& graph, ByteWriter* out) {
+  return encode_graph_at_depth(graph, 0, out);
+}
+
+namespace {
+
+// Subgraphs nest (a checkpointed body holding a cond); a bound keeps hostile or cyclic-looking input finite.
+constexpr int k_max_subgraph_depth = 32;
+
+Status encode_graph_at_depth(const Graph& graph, int depth, ByteWriter* out) {
+  if (depth > k_max_subgraph_depth) {
+    return Status::invalid_argument("subgraphs nested deeper than " + std::to_string(k_max_subgraph_depth));
+  }
   AOTCACHE_RETURN_IF_ERROR(check_u32(graph.nodes.size(), "graph"));
   out->u32(static_cast<uint32_t>(graph.nodes.size()));
   for (size_t pos = 0; pos < graph.nodes.size(); ++pos) {
@@ -225,7 +254,9 @@ Status encode_graph(const Graph& graph, ByteWriter* out) {
     out->u8(static_cast<uint8_t>(n.target_kind));
     // Placeholder targets are argument names and get_attr targets of constants are attribute names: both are
     // identified by position (and the constant by its content), never by name.
-    const bool named_by_user = n.op == NodeOp::kPlaceholder || (n.op == NodeOp::kGetAttr && n.constant_meta);
+    // A subgraph is identified by its content, encoded after the node (its attribute name is Dynamo's choice).
+    const bool named_by_user = n.op == NodeOp::kPlaceholder || (n.op == NodeOp::kGetAttr && n.constant_meta) ||
+                               n.target_kind == TargetKind::kSubgraph;
     AOTCACHE_RETURN_IF_ERROR(check_u32(n.target.size(), "target"));
     out->str(named_by_user ? std::string_view() : std::string_view(n.target));
     AOTCACHE_RETURN_IF_ERROR(check_u32(n.args.size(), "argument list"));
@@ -239,8 +270,21 @@ Status encode_graph(const Graph& graph, ByteWriter* out) {
       encode_tensor_meta(*n.constant_meta, out);
       out->str(n.constant_digest);
     }
+    // Only subgraph nodes carry this part, so graphs without higher-order ops encode as in schema v1 (the
+    // target-kind byte above already tells a decoder whether it follows).
+    if (n.target_kind == TargetKind::kSubgraph) {
+      if (n.subgraphs.size() != 1) {
+        return Status::invalid_argument("subgraph node " + n.name + " must hold exactly one graph, holds " +
+                                        std::to_string(n.subgraphs.size()));
+      }
+      AOTCACHE_RETURN_IF_ERROR(encode_graph_at_depth(n.subgraphs[0], depth + 1, out));
+    } else if (!n.subgraphs.empty()) {
+      return Status::invalid_argument("node " + n.name + " holds a subgraph but is not a subgraph node");
+    }
   }
   return Status();
 }
+
+}  // namespace
 
 }  // namespace aotcache::internal

@@ -24,6 +24,7 @@ enum class ValueTag : uint8_t {
   kTorchEnum = 0x09,
   kSlice = 0x0a,
   kEllipsis = 0x0b,
+  kSymExpr = 0x0c,
 };
 
 // `node_limit`: node references must be < node_limit (the position of the node being encoded).

@@ -61,6 +61,7 @@ std::string value_to_text(const Value& v) {
       return "slice(" + value_to_text(v.items[0]) + ", " + value_to_text(v.items[1]) + ", " +
              value_to_text(v.items[2]) + ")";
     case Value::Kind::kEllipsis: return "...";
+    case Value::Kind::kSymExpr: return v.s;
   }
   return "?";
 }
