@@ -67,6 +67,9 @@ def aotcache_backend(
     store = _open_store(cfg.cache_dir)
     if store is not None:
         store.set_max_size(cfg.max_size)
+    if opts.get("freezing", torch._inductor.config.freezing):
+        freezing = Bypass("freezing", "Inductor freezing bakes parameter values into the compiled code")
+        return _compile_bypassed(gm, example_inputs, opts, freezing, store)
     try:
         graph = capture.capture_graph(gm)
         inputs = capture.capture_inputs(example_inputs)
@@ -94,7 +97,7 @@ def aotcache_backend(
 
     fn, writable = _try_hit(store, key, t_start, t_key)
     if fn is not None:
-        return fn
+        return _adapt_to_graph(fn, gm)
     return _compile_and_store(gm, example_inputs, opts, store, key, writable, t_start, t_key)
 
 
@@ -148,6 +151,27 @@ def _try_hit(
         _ms(t_load - t_start),
     )
     return fn, True
+
+
+def _adapt_to_graph(fn: Callable, gm: torch.fx.GraphModule) -> Callable:
+    """A loaded artifact is the inner compiled function; give it the calling convention of `gm` as compile_fx did:
+    - it takes the graph module's parameters and buffers first, as AOTAutograd lifted them at compile time (a graph
+      handed over with nn modules in it): pass the live ones, so updated weights are used;
+    - it returns a sequence even when the graph returns a single value (graphs not captured by Dynamo): unwrap."""
+    state = [
+        *dict(gm.named_parameters(remove_duplicate=False)).values(),
+        *dict(gm.named_buffers(remove_duplicate=False)).values(),
+    ]
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    single = not isinstance(output.args[0], (tuple, list))
+    if not state and not single:
+        return fn
+
+    def adapted(*args: Any) -> Any:
+        out = fn(*state, *args)
+        return out[0] if single else out
+
+    return adapted
 
 
 def _compile_and_store(gm, example_inputs, opts, store, key, writable: bool, t_start: float, t_key: float) -> Callable:

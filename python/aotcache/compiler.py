@@ -42,6 +42,36 @@ def _sandboxed_torch_caches() -> Iterator[None]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _torch_serialization_allowed(gm: torch.fx.GraphModule) -> Iterator[None]:
+    """Lets torch serialize graphs whose soundness aotcache's own key and rules establish but torch's cache check
+    refuses for lack of a key of its own: higher-order ops torch does not mark cacheable (cond, while_loop,
+    autograd_function_apply: their bodies are subgraphs encoded into aotcache's key by content) and
+    selective-checkpointing policies without a `cache_hash` (pinned by aotcache's digest of their code). Torch's
+    cache is sandboxed during the compile, so the keys it computes here are never used to serve anything."""
+    from torch._functorch._aot_autograd import autograd_cache
+
+    hops = {
+        f"{node.target.__module__}.{node.target.__name__}": torch.__version__
+        for module in gm.modules()
+        if isinstance(module, torch.fx.GraphModule)
+        for node in module.graph.nodes
+        if isinstance(node.target, torch._ops.HigherOrderOperator)
+    }
+    original_hash = autograd_cache._get_context_fn_cache_hash
+
+    def pinned_by_aotcache(context_fn: Any) -> str | None:
+        return original_hash(context_fn) or "pinned-by-aotcache-key"
+
+    with (
+        inductor_config.patch(
+            unsafe_marked_cacheable_functions={**inductor_config.unsafe_marked_cacheable_functions, **hops}
+        ),
+        mock.patch.object(autograd_cache, "_get_context_fn_cache_hash", pinned_by_aotcache),
+    ):
+        yield
+
+
 def compile_serializable(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, Any]
 ) -> tuple[Callable[..., Any], bytes]:
@@ -52,7 +82,7 @@ def compile_serializable(
     """
     if torch.compiler.config.force_disable_caches:
         raise Bypass("torch_caches_disabled", "torch.compiler.config.force_disable_caches is set")
-    with _sandboxed_torch_caches():
+    with _sandboxed_torch_caches(), _torch_serialization_allowed(gm):
         # Static graphs only (capture bypasses symbolic ones): specialize on the example inputs in a fresh fake
         # mode. The ambient tracing context would re-fakify the inputs with new dynamic symbols (standalone_compile
         # builds a new TracingContext without Dynamo's tensor_to_context), compiling size-generic code and adding
