@@ -19,15 +19,16 @@ __all__ = [
     "current_settings",
     "stats",
     "reset_stats",
-    "backend",
+    "aotcache_backend",
     "register_op_version",
     "unregister_op_version",
 ]
 
 
 def __getattr__(name: str):
-    # The backend imports torch; keep `import aotcache` light until it is needed.
-    if name == "backend":
+    # The backend imports torch; keep `import aotcache` light until it is needed. (Not named `backend`: that is the
+    # submodule aotcache.backend, which shadows a package attribute of the same name once imported.)
+    if name == "aotcache_backend":
         from aotcache.backend import aotcache_backend
 
         return aotcache_backend

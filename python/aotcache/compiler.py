@@ -42,21 +42,31 @@ def _sandboxed_torch_caches() -> Iterator[None]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _is_torch_callable(target: Any) -> bool:
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return True
+    module = getattr(target, "__module__", None) or ""
+    return (module == "torch" or module.startswith("torch.")) and hasattr(target, "__name__")
+
+
 @contextlib.contextmanager
 def _torch_serialization_allowed(gm: torch.fx.GraphModule) -> Iterator[None]:
     """Lets torch serialize graphs whose soundness aotcache's own key and rules establish but torch's cache check
     refuses for lack of a key of its own: higher-order ops torch does not mark cacheable (cond, while_loop,
-    autograd_function_apply: their bodies are subgraphs encoded into aotcache's key by content) and
+    autograd_function_apply: their bodies are subgraphs encoded into aotcache's key by content), private torch
+    functions Dynamo puts in graphs (pinned by the torch version), and
     selective-checkpointing policies without a `cache_hash` (pinned by aotcache's digest of their code). Torch's
     cache is sandboxed during the compile, so the keys it computes here are never used to serve anything."""
     from torch._functorch._aot_autograd import autograd_cache
 
-    hops = {
+    # Everything the rules allowed that torch's check may refuse: higher-order ops and torch-package functions
+    # (private ones such as torch.amp.autocast_mode._enter_autocast included), by the name torch's check looks up.
+    allowed = {
         f"{node.target.__module__}.{node.target.__name__}": torch.__version__
         for module in gm.modules()
         if isinstance(module, torch.fx.GraphModule)
         for node in module.graph.nodes
-        if isinstance(node.target, torch._ops.HigherOrderOperator)
+        if node.op == "call_function" and _is_torch_callable(node.target)
     }
     original_hash = autograd_cache._get_context_fn_cache_hash
 
@@ -65,7 +75,7 @@ def _torch_serialization_allowed(gm: torch.fx.GraphModule) -> Iterator[None]:
 
     with (
         inductor_config.patch(
-            unsafe_marked_cacheable_functions={**inductor_config.unsafe_marked_cacheable_functions, **hops}
+            unsafe_marked_cacheable_functions={**inductor_config.unsafe_marked_cacheable_functions, **allowed}
         ),
         mock.patch.object(autograd_cache, "_get_context_fn_cache_hash", pinned_by_aotcache),
     ):
