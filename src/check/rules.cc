@@ -120,8 +120,8 @@ bool matches(const Rule& r, const Node& n) {
 }
 
 BypassReason refuse(const std::string& where, const Node& n, std::string_view code, std::string_view because) {
-  return BypassReason{std::string(code), "node " + where + n.name + " (target " + n.target + ") " +
-                                             std::string(because)};
+  return BypassReason{std::string(code),
+                      "node " + where + n.name + " (target " + n.target + ") " + std::string(because)};
 }
 
 std::optional<BypassReason> check_at(const Graph& graph, const std::string& where, int depth) {
@@ -157,7 +157,9 @@ std::optional<BypassReason> check_at(const Graph& graph, const std::string& wher
 
 }  // namespace
 
-std::optional<BypassReason> check_graph(const Graph& graph) { return check_at(graph, "", 0); }
+std::optional<BypassReason> check_graph(const Graph& graph) {
+  return check_at(graph, "", 0);
+}
 
 std::vector<RuleDescription> describe_rules() {
   std::vector<RuleDescription> out;
