@@ -192,6 +192,24 @@ def _custom_op_digest(variant: str):
     return (lambda x: op(x.relu()) + 1), (_x(8, 16, grad=False),), False
 
 
+def _backward_times_2(ctx, grad):
+    return grad * 2
+
+
+def _backward_times_3(ctx, grad):  # variant b: a changed autograd formula (torch's own cache serves the old one)
+    return grad * 3
+
+
+def _custom_op_autograd(variant: str):
+    @torch.library.custom_op("aotcache_test::doubled", mutates_args=())
+    def doubled(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    doubled.register_fake(lambda x: torch.empty_like(x))
+    doubled.register_autograd(_backward_times_2 if variant == "a" else _backward_times_3)
+    return (lambda x: doubled(x).sin()), (_x(8, 16),), True
+
+
 def _library_op(name: str, factor: float):
     """An op defined through torch.library.Library: its kernel is not reachable as source, only a version pins it."""
     lib = torch.library.Library("aotcache_test", "FRAGMENT")
@@ -260,6 +278,7 @@ CASES = [
     Case("autocast_region", _autocast_region, "hit"),
     Case("autograd_function", _autograd_function, "hit", changes_in_b=True),
     Case("custom_op_source_digest", _custom_op_digest, "hit", changes_in_b=True),
+    Case("custom_op_autograd_formula", _custom_op_autograd, "hit", changes_in_b=True),
     Case("custom_op_registered_version", _custom_op_registered, "hit", changes_in_b=True),
     Case("custom_op_unpinned", _custom_op_unpinned, "bypass:custom_op_unpinned"),
     Case("builtin_nn_modules", _builtin_modules, "hit", direct=True),
@@ -285,11 +304,14 @@ def run_eager(built: tuple[Callable, tuple, bool]) -> list[torch.Tensor]:
     return results
 
 
-def run_case(case: Case, built: tuple[Callable, tuple, bool]) -> list[torch.Tensor]:
-    """Compiles and runs a built case through aotcache; returns its outputs (and input gradients when it trains)."""
+def run_case(case: Case, built: tuple[Callable, tuple, bool], backend: str = "aotcache") -> list[torch.Tensor]:
+    """Compiles and runs a built case through `backend` (aotcache, or inductor to compare with torch's own caches);
+    returns its outputs (and input gradients when it trains)."""
     fn, args, train = built
     opts = {"freezing": True} if case.name == "freezing" else None
-    if case.direct:
+    if backend != "aotcache":
+        compiled = torch.compile(fn, backend=backend, options=opts) if not case.direct else fn
+    elif case.direct:
         compiled = aotcache.aotcache_backend(fn, list(args), options=opts)
     else:
         compiled = torch.compile(fn, backend="aotcache", fullgraph=True, options=opts)

@@ -1,6 +1,9 @@
 """One fresh process running cacheability cases through aotcache (AOTCACHE_DIR set by the caller).
 
-usage: cacheability_worker.py VARIANT OUT_DIR [--torch-verdict] [CASE...]
+usage: cacheability_worker.py VARIANT OUT_DIR [--torch-verdict] [--torch-cache] [CASE...]
+
+--torch-cache compiles with backend="inductor" and torch's own caches instead (TORCHINDUCTOR_CACHE_DIR and the
+cache switches set by the caller) and reports torch's AOTAutograd cache hits.
 
 Writes OUT_DIR/<case>.<variant>.pt (outputs) and <case>.<variant>.eager.pt (the uncompiled reference), and prints
 one JSON line per case:
@@ -16,6 +19,7 @@ import traceback
 
 import torch
 from cacheability_cases import BY_NAME, CASES, Case, run_case, run_eager
+from torch._dynamo.utils import counters
 
 import aotcache
 
@@ -58,6 +62,7 @@ def main() -> None:
     variant, out_dir = sys.argv[1], sys.argv[2]
     rest = sys.argv[3:]
     with_torch = "--torch-verdict" in rest
+    backend = "inductor" if "--torch-cache" in rest else "aotcache"
     names = [a for a in rest if not a.startswith("--")] or [c.name for c in CASES]
     for name in names:
         case = BY_NAME[name]
@@ -68,11 +73,13 @@ def main() -> None:
                 row["torch_verdict"] = torch_verdict(case, built)
             torch._dynamo.reset()
             aotcache.reset_stats()
-            outputs = run_case(case, built)
+            counters.clear()
+            outputs = run_case(case, built, backend)
             torch.save(outputs, os.path.join(out_dir, f"{name}.{variant}.pt"))
             torch.save(run_eager(built), os.path.join(out_dir, f"{name}.{variant}.eager.pt"))
             s = aotcache.stats()
             row.update(hits=s["hits"], misses=s["misses"], bypasses=s["bypasses"], bypass_reasons=s["bypass_reasons"])
+            row["torch_cache_hits"] = counters["aot_autograd"]["autograd_cache_hit"]
         except Exception:
             row["error"] = traceback.format_exc()[-2000:]
         print(json.dumps(row), flush=True)
