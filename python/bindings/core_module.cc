@@ -36,6 +36,11 @@ struct Slice {
 };
 struct EllipsisTag {};
 
+// A symbolic integer expression over the graph's canonical size symbols ("2*s0").
+struct SymExpr {
+  std::string text;
+};
+
 // A Status crossing into Python. Translated to the exception class of its code.
 struct StatusError {
   Status status;
@@ -102,6 +107,7 @@ Value to_value(nb::handle h, int depth) {
     return Value::slice(to_value(s.start, depth + 1), to_value(s.stop, depth + 1), to_value(s.step, depth + 1));
   }
   if (nb::isinstance<EllipsisTag>(h)) return Value::ellipsis();
+  if (nb::isinstance<SymExpr>(h)) return Value::sym_expr(nb::cast<SymExpr&>(h).text);
   throw UnencodableValue{"cannot encode an object of type " +
                          nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o)))))};
 }
@@ -146,7 +152,9 @@ Manifest manifest_from_rows(const std::vector<std::tuple<std::string, std::strin
 
 TensorMeta make_tensor_meta(std::string dtype, std::string device, std::vector<int64_t> sizes,
                             std::vector<int64_t> strides, int64_t storage_offset, bool requires_grad,
-                            std::string layout, bool is_pinned, std::string tensor_type, bool is_inference) {
+                            std::string layout, bool is_pinned, std::string tensor_type, bool is_inference,
+                            std::vector<std::string> size_exprs, std::vector<std::string> stride_exprs,
+                            std::string storage_offset_expr) {
   TensorMeta m;
   m.dtype = std::move(dtype);
   m.device = std::move(device);
@@ -158,6 +166,9 @@ TensorMeta make_tensor_meta(std::string dtype, std::string device, std::vector<i
   m.is_pinned = is_pinned;
   m.tensor_type = std::move(tensor_type);
   m.is_inference = is_inference;
+  m.size_exprs = std::move(size_exprs);
+  m.stride_exprs = std::move(stride_exprs);
+  m.storage_offset_expr = std::move(storage_offset_expr);
   return m;
 }
 
@@ -245,11 +256,13 @@ NB_MODULE(_core, m) {
   nb::class_<Slice>(m, "Slice")
       .def(nb::init<nb::object, nb::object, nb::object>(), "start"_a.none(), "stop"_a.none(), "step"_a.none());
   nb::class_<EllipsisTag>(m, "EllipsisTag").def(nb::init<>());
+  nb::class_<SymExpr>(m, "SymExpr").def(nb::init<std::string>(), "text"_a).def_ro("text", &SymExpr::text);
 
   nb::class_<TensorMeta>(m, "TensorMeta")
       .def(nb::new_(&make_tensor_meta), "dtype"_a, "device"_a, "sizes"_a, "strides"_a, "storage_offset"_a = 0,
            "requires_grad"_a = false, "layout"_a = "strided", "is_pinned"_a = false, "tensor_type"_a = "Tensor",
-           "is_inference"_a = false)
+           "is_inference"_a = false, "size_exprs"_a = std::vector<std::string>{},
+           "stride_exprs"_a = std::vector<std::string>{}, "storage_offset_expr"_a = "")
       .def_ro("dtype", &TensorMeta::dtype)
       .def_ro("sizes", &TensorMeta::sizes)
       .def_ro("requires_grad", &TensorMeta::requires_grad);
@@ -332,6 +345,9 @@ NB_MODULE(_core, m) {
         return unwrap(compute_key(in));
       },
       "graph"_a, "inputs"_a, "autograd_state"_a, "config"_a, "environment"_a, "user"_a);
+
+  m.def("with_guards", &with_guards, "key"_a, "guards"_a,
+        "The key of one compiled candidate of a symbolic graph: `key` plus a 'guards' component.");
 
   m.def(
       "differing_components",

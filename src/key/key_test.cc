@@ -231,3 +231,40 @@ TEST(Key, SymbolicExpressionsAreTypedValues) {
 
 }  // namespace
 }  // namespace aotcache
+
+namespace aotcache {
+namespace {
+
+TEST(Key, GuardedCandidatesGetTheirOwnKeysAndKeepTheGraphsComponents) {
+  Graph g = testing::linear_relu_graph();
+  auto base = compute_key(testing::linear_relu_inputs(&g));
+  ASSERT_TRUE(base.ok());
+  CacheKey a = with_guards(*base, {"2 <= s0", "Eq(Mod(s0, 8), 0)"});
+  CacheKey b = with_guards(*base, {"2 <= s0"});
+  EXPECT_NE(a.digest, base->digest);
+  EXPECT_NE(a.digest, b.digest);
+  EXPECT_EQ(a.digest, with_guards(*base, {"2 <= s0", "Eq(Mod(s0, 8), 0)"}).digest);
+  EXPECT_EQ(key_digest_of(a.manifest), a.digest);  // an entry stored under it verifies
+  EXPECT_EQ(differing_components(base->manifest, a.manifest), std::vector<std::string>{"guards"});
+  // ["a", "b"] and ["a b"] must not collide: each guard is length-prefixed.
+  EXPECT_NE(with_guards(*base, {"a", "b"}).digest, with_guards(*base, {"a b"}).digest);
+}
+
+TEST(Key, SymbolicInputsAreKeyedByExpressionNotByExampleSizes) {
+  Graph g = testing::linear_relu_graph();
+  KeyInputs in = testing::linear_relu_inputs(&g);
+  in.inputs[0].tensor->size_exprs = {"s0", "16"};
+  in.inputs[0].tensor->stride_exprs = {"16", "1"};
+  in.inputs[0].tensor->storage_offset_expr = "0";
+  const std::string k8 = key_hex(in);
+  in.inputs[0].tensor->sizes = {12, 16};  // another example size, same symbolic shape
+  in.inputs[0].tensor->strides = {16, 1};
+  EXPECT_EQ(key_hex(in), k8);
+  in.inputs[0].tensor->size_exprs = {"2*s0", "16"};
+  EXPECT_NE(key_hex(in), k8);
+  in.inputs[0].tensor->size_exprs = {"s0"};  // one expression per size, or the IR is malformed
+  EXPECT_FALSE(compute_key(in).ok());
+}
+
+}  // namespace
+}  // namespace aotcache
