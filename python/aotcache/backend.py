@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from aotcache import _core, capture, compiler, counters, global_state, settings
+from aotcache import _core, capture, compiler, counters, global_state, guarded, settings, symbolic
 from aotcache.errors import Bypass
 
 log = logging.getLogger("aotcache")
@@ -71,8 +71,10 @@ def aotcache_backend(
         freezing = Bypass("freezing", "Inductor freezing bakes parameter values into the compiled code")
         return _compile_bypassed(gm, example_inputs, opts, freezing, store)
     try:
-        graph = capture.capture_graph(gm)
-        inputs = capture.capture_inputs(example_inputs)
+        fakes = symbolic.symbolic_placeholders(gm, example_inputs)
+        table = symbolic.build_table(fakes) if fakes is not None else None
+        graph = capture.capture_graph(gm, table)
+        inputs = capture.capture_inputs(example_inputs, fakes, table)
         verdict = _core.check_graph(graph)
         if verdict is not None:
             raise Bypass(*verdict)
@@ -95,6 +97,8 @@ def aotcache_backend(
         return _compile_bypassed(gm, example_inputs, opts, Bypass("store_unavailable", cfg.cache_dir), None)
     t_key = time.perf_counter()
 
+    if table:
+        return _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, key, t_start, t_key)
     fn, writable = _try_hit(store, key, t_start, t_key)
     if fn is not None:
         return _adapt_to_graph(fn, gm)
@@ -270,6 +274,109 @@ def _explain_miss(store: _core.LocalStore, key: _core.CacheKey) -> tuple[list[st
         )
     details = "; ".join(parts)
     return differ, f" (differs from a cached entry of the same graph in {', '.join(differ)}: {details})"
+
+
+def _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, key, t_start, t_key) -> Callable:
+    """A symbolic graph: the key holds an index of guarded candidates; the first whose guards hold is a hit, none
+    is a guard miss, and the new compile is added beside the others."""
+    candidates: list[dict[str, Any]] = []
+    try:
+        index_entry = store.get(key.hex)
+        if index_entry is not None:
+            candidates = guarded.decode_index(index_entry.payload)
+    except (_core.CacheError, ValueError) as e:
+        log.warning("guard index %s is unreadable, recompiling: %s", key.hex[:16], e)
+        counters.record({"errors": 1, "error.guard_index": 1}, store)
+    rejected: list[str] = []
+    if candidates:
+        choice, rejected = guarded.select(candidates, table)
+        if choice is not None:
+            fn = _load_candidate(store, candidates[choice], gm, table, t_start, t_key)
+            if fn is not None:
+                return fn
+    t_compile = time.perf_counter()
+    try:
+        fn, payload = compiler.compile_serializable(gm, example_inputs, opts, symbolic_inputs=fakes)
+    except Bypass as b:
+        compiled = getattr(b, "compiled", None)
+        if compiled is None:
+            return _compile_bypassed(gm, example_inputs, opts, b, store)
+        counters.record({"bypasses": 1, f"bypass.{b.code}": 1}, store)
+        log.info("bypass reason=%s: %s", b.code, b.message)
+        return compiled
+    compile_s = time.perf_counter() - t_compile
+    guards = symbolic.compile_guards(table)
+    candidate_key = _core.with_guards(key, guards)
+    cause = "guards" if candidates else "new_graph"
+    delta = {"misses": 1, f"miss.{cause}": 1, "compile_us": int(compile_s * 1e6)}
+    metadata = {
+        "compile_seconds": compile_s,
+        "created_unix": int(time.time()),
+        "producer": f"aotcache {_core.__version__}",
+        "torch": str(torch.__version__),
+        "payload_kind": "inductor_aot_artifact",
+    }
+    try:
+        delta["bytes_written"] = store.put(candidate_key, payload, metadata)
+        # Read-modify-write of the index: a concurrent writer may drop one candidate (a later miss re-adds it).
+        candidates = [c for c in candidates if c["key"] != candidate_key.hex]
+        candidates.append({"key": candidate_key.hex, "guards": guards})
+        index_meta = {"created_unix": int(time.time()), "payload_kind": guarded.INDEX_KIND, "compile_seconds": 0.0}
+        store.put(key, guarded.encode_index(candidates), index_meta)
+    except _core.CacheError as e:
+        log.warning("cannot store entry %s (the compile is used anyway): %s", candidate_key.hex[:16], e)
+        delta.update({"errors": 1, "error.store_write": 1})
+    counters.record(delta, store)
+    log.info(
+        "miss key=%s guards=%d compile=%s total=%s (%s%s)",
+        candidate_key.hex[:16],
+        len(guards),
+        _ms(compile_s),
+        _ms(time.perf_counter() - t_start),
+        "no candidate's guards hold" if candidates[:-1] else "no stored entry for this graph",
+        ": " + "; ".join(rejected[:3]) if rejected else "",
+    )
+    return fn
+
+
+def _load_candidate(store, candidate: dict[str, Any], gm, table, t_start: float, t_key: float) -> Callable | None:
+    try:
+        entry = store.get(candidate["key"])
+    except _core.CacheError as e:
+        log.warning("cannot read entry %s, recompiling: %s", candidate["key"][:16], e)
+        counters.record({"errors": 1, "error.store_read": 1}, store)
+        return None
+    if entry is None:  # evicted since the index was written
+        return None
+    t_lookup = time.perf_counter()
+    try:
+        fn = compiler.load_serialized(entry.payload)
+        guarded.install(candidate["guards"], table)
+    except Exception as e:
+        log.warning("entry %s could not be loaded, recompiling: %r", candidate["key"][:16], e)
+        counters.record({"errors": 1, "error.load_failed": 1}, store)
+        return None
+    t_load = time.perf_counter()
+    saved = float(entry.metadata.get("compile_seconds", 0.0)) if isinstance(entry.metadata, dict) else 0.0
+    counters.record(
+        {
+            "hits": 1,
+            "bytes_read": len(entry.payload),
+            "saved_us": int(saved * 1e6),
+            "load_us": int((t_load - t_lookup) * 1e6),
+        },
+        store,
+    )
+    log.info(
+        "hit key=%s guards=%d key_time=%s lookup=%s load=%s total=%s",
+        candidate["key"][:16],
+        len(candidate["guards"]),
+        _ms(t_key - t_start),
+        _ms(t_lookup - t_key),
+        _ms(t_load - t_lookup),
+        _ms(t_load - t_start),
+    )
+    return _adapt_to_graph(fn, gm)
 
 
 def _compile_bypassed(gm, example_inputs, opts, bypass: Bypass, store) -> Callable:

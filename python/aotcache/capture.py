@@ -19,6 +19,7 @@ from torch.fx.immutable_collections import immutable_dict, immutable_list
 from aotcache import _core, op_pins
 from aotcache.code_digest import Unhashable, function_digest
 from aotcache.errors import Bypass
+from aotcache.symbolic import SymbolTable
 
 # Node meta that can change what AOTAutograd and Inductor produce: keyed.
 SEMANTIC_META = ("custom", "recompute", "ac_graph_id", "partitioner_tag")
@@ -75,6 +76,28 @@ def tensor_meta(t: torch.Tensor, what: str) -> _core.TensorMeta:
     )
 
 
+def _symbolic_tensor_meta(real: torch.Tensor, fake: torch.Tensor, table: SymbolTable, what: str) -> _core.TensorMeta:
+    """A static TensorMeta of the example (its sizes are not keyed) carrying the symbolic shape's expressions."""
+    base = tensor_meta(real, what)
+    if not any(isinstance(d, torch.SymInt) for d in (*fake.shape, *fake.stride(), fake.storage_offset())):
+        return base  # a static input of a symbolic graph
+    return _core.TensorMeta(
+        base.dtype,
+        str(real.device),
+        list(real.shape),
+        list(real.stride()),
+        real.storage_offset(),
+        real.requires_grad,
+        _name(real.layout),
+        real.device.type == "cpu" and real.is_pinned(),
+        "Parameter" if isinstance(real, torch.nn.Parameter) else "Tensor",
+        real.is_inference(),
+        size_exprs=[table.render(d) for d in fake.shape],
+        stride_exprs=[table.render(d) for d in fake.stride()],
+        storage_offset_expr=table.render(fake.storage_offset()),
+    )
+
+
 _names: dict[Any, str] = {}
 
 
@@ -86,12 +109,20 @@ def _name(torch_constant: Any) -> str:
     return name
 
 
-def capture_inputs(example_inputs: Sequence[Any]) -> list:
-    """One entry per graph input: a TensorMeta, or the int/float/bool value itself."""
+def capture_inputs(
+    example_inputs: Sequence[Any], fakes: Sequence[Any] | None = None, table: SymbolTable | None = None
+) -> list:
+    """One entry per graph input: a TensorMeta, or the int/float/bool value itself. For a symbolic graph, `fakes`
+    are the placeholders' fake values and `table` its canonical symbols: symbolic sizes enter as expressions."""
     out: list = []
     for i, x in enumerate(example_inputs):
-        if isinstance(x, torch.Tensor):
+        fake = fakes[i] if fakes is not None else None
+        if table and isinstance(fake, torch.Tensor) and isinstance(x, torch.Tensor):
+            out.append(_symbolic_tensor_meta(x, fake, table, f"input {i}"))
+        elif isinstance(x, torch.Tensor):
             out.append(tensor_meta(x, f"input {i}"))
+        elif table and isinstance(x, torch.SymInt):
+            out.append(_core.SymExpr(table.render(x)))
         elif isinstance(x, _SYMBOLIC):
             raise Bypass("dynamic_shapes", f"input {i} is a symbolic {type(x).__name__}; not supported yet")
         elif type(x) in (int, float, bool):
@@ -135,8 +166,9 @@ def _classify_uncached(target: Any) -> tuple[str, str]:
 class _ArgNormalizer:
     """Maps FX argument values to the plain and tagged values the IR binding accepts."""
 
-    def __init__(self, positions: dict[torch.fx.Node, int]):
+    def __init__(self, positions: dict[torch.fx.Node, int], table: SymbolTable | None = None):
         self._positions = positions
+        self._table = table
 
     def __call__(self, value: Any, node: torch.fx.Node) -> Any:
         """`node` is the node whose arguments are being normalized: named in a bypass."""
@@ -172,8 +204,10 @@ class _ArgNormalizer:
             if pin is None:
                 raise Bypass("custom_op_unpinned", _unpinned_message(node, name))
             return _core.TorchEnum("custom_op", f"{name} {pin}")
+        if self._table and isinstance(value, torch.SymInt):
+            return _core.SymExpr(self._table.render(value))
         if isinstance(value, _SYMBOLIC):
-            raise Bypass("dynamic_shapes", f"node {node.name} has a symbolic argument; not supported yet")
+            raise Bypass("dynamic_shapes", f"node {node.name} has a symbolic argument of no graph input's symbols")
         raise Bypass("unencodable_value", f"node {node.name} has an argument of type {t.__module__}.{t.__qualname__}")
 
 
@@ -208,7 +242,7 @@ def _unpinned_message(node: torch.fx.Node, op_name: str) -> str:
 _CHECKPOINT_CONTEXT_FN = "_checkpoint_context_fn"
 
 
-def capture_graph(gm: torch.fx.GraphModule) -> _core.Graph:
+def capture_graph(gm: torch.fx.GraphModule, table: SymbolTable | None = None) -> _core.Graph:
     """The IR of `gm`: nodes in order, referred to by position; higher-order-op bodies as nested graphs."""
     if hasattr(gm, "saved_tensors_hooks_pack_0"):
         raise Bypass("saved_tensors_hooks", "saved-tensor hooks are active; their code is not in the key")
@@ -217,15 +251,17 @@ def capture_graph(gm: torch.fx.GraphModule) -> _core.Graph:
         raise Bypass(
             "unknown_graph_meta", f"the graph module carries meta {sorted(unknown)} that aotcache does not know"
         )
-    return _capture(gm, "", {})
+    return _capture(gm, "", {}, table)
 
 
-def _capture(gm: torch.fx.GraphModule, path: str, subgraphs: dict[int, tuple]) -> _core.Graph:
+def _capture(
+    gm: torch.fx.GraphModule, path: str, subgraphs: dict[int, tuple], table: SymbolTable | None = None
+) -> _core.Graph:
     """`path` prefixes node names in bypass messages ("wrap_body_0/"); `subgraphs` memoizes bodies that several
     get_attr nodes share (invoke_subgraph), by object identity within this one capture."""
     graph = _core.Graph()
     positions: dict[torch.fx.Node, int] = {}
-    normalize = _ArgNormalizer(positions)
+    normalize = _ArgNormalizer(positions, table)
     for node in gm.graph.nodes:
         constant_meta = constant_bytes = subgraph = None
         pins: dict[str, Any] = {}
@@ -257,7 +293,7 @@ def _capture(gm: torch.fx.GraphModule, path: str, subgraphs: dict[int, tuple]) -
                 if memo is None:
                     memo = subgraphs[id(value)] = (
                         value,  # held so that id() stays unique while the memo lives
-                        _capture(value, f"{path}{node.name}/", subgraphs),
+                        _capture(value, f"{path}{node.name}/", subgraphs, table),
                         _subgraph_meta(value, f"{path}{node.name}"),
                     )
                 _, subgraph, body_pins = memo

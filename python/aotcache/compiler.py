@@ -83,9 +83,16 @@ def _torch_serialization_allowed(gm: torch.fx.GraphModule) -> Iterator[None]:
 
 
 def compile_serializable(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, Any]
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: dict[str, Any],
+    symbolic_inputs: Sequence[Any] | None = None,
 ) -> tuple[Callable[..., Any], bytes]:
     """Compiles `gm` and returns (callable, payload bytes).
+
+    A static graph is specialized on `example_inputs`. A symbolic graph (`symbolic_inputs`: the placeholders' fake
+    values) is compiled size-generic in Dynamo's own ShapeEnv, as backend="inductor" would: the guards the compile
+    adds land where Dynamo reads them.
 
     Raises `Bypass` with the compiled callable attached as `.compiled` when compiling worked but torch could not
     make the result serializable (its own cacheability check refused the graph).
@@ -93,15 +100,15 @@ def compile_serializable(
     if torch.compiler.config.force_disable_caches:
         raise Bypass("torch_caches_disabled", "torch.compiler.config.force_disable_caches is set")
     with _sandboxed_torch_caches(), _torch_serialization_allowed(gm):
-        # Static graphs only (capture bypasses symbolic ones): specialize on the example inputs in a fresh fake
-        # mode. The ambient tracing context would re-fakify the inputs with new dynamic symbols (standalone_compile
-        # builds a new TracingContext without Dynamo's tensor_to_context), compiling size-generic code and adding
-        # guards to Dynamo's shape env that make its next recompile dynamic.
+        # Static graphs: specialize on the example inputs in a fresh fake mode. The ambient tracing context would
+        # re-fakify real inputs with new dynamic symbols (standalone_compile builds a new TracingContext without
+        # Dynamo's tensor_to_context), compiling size-generic code and adding guards to Dynamo's shape env that make
+        # its next recompile dynamic. Symbolic graphs pass Dynamo's own fake values, so no new symbol is made.
         # standalone_compile hands `options` to compile_fx as keyword arguments: Inductor configs go in config_patches.
         artifact = torch._inductor.standalone_compile(
             gm,
-            list(example_inputs),
-            dynamic_shapes="from_example_inputs",
+            list(symbolic_inputs if symbolic_inputs is not None else example_inputs),
+            dynamic_shapes="from_tracing_context" if symbolic_inputs is not None else "from_example_inputs",
             options={"config_patches": dict(options)} if options else {},
             aot=True,
         )

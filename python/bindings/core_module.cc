@@ -13,6 +13,7 @@
 
 #include "aotcache/check.h"
 #include "aotcache/entry.h"
+#include "aotcache/guard.h"
 #include "aotcache/key.h"
 #include "aotcache/store.h"
 #include "base/sha256.h"
@@ -170,6 +171,35 @@ TensorMeta make_tensor_meta(std::string dtype, std::string device, std::vector<i
   m.stride_exprs = std::move(stride_exprs);
   m.storage_offset_expr = std::move(storage_offset_expr);
   return m;
+}
+
+const char* guard_op_name(GuardOp op) {
+  switch (op) {
+    case GuardOp::kInt: return "int";
+    case GuardOp::kBool: return "bool";
+    case GuardOp::kSymbol: return "sym";
+    case GuardOp::kNeg: return "neg";
+    case GuardOp::kAdd: return "add";
+    case GuardOp::kSub: return "sub";
+    case GuardOp::kMul: return "mul";
+    case GuardOp::kFloorDiv: return "floordiv";
+    case GuardOp::kMod: return "mod";
+    case GuardOp::kPow: return "pow";
+    case GuardOp::kIntTrueDiv: return "int_truediv";
+    case GuardOp::kMin: return "min";
+    case GuardOp::kMax: return "max";
+    case GuardOp::kAbs: return "abs";
+    case GuardOp::kEq: return "eq";
+    case GuardOp::kNe: return "ne";
+    case GuardOp::kLt: return "lt";
+    case GuardOp::kLe: return "le";
+    case GuardOp::kGt: return "gt";
+    case GuardOp::kGe: return "ge";
+    case GuardOp::kAnd: return "and";
+    case GuardOp::kOr: return "or";
+    case GuardOp::kNot: return "not";
+  }
+  return "unknown";
 }
 
 NodeOp parse_op(const std::string& op) {
@@ -346,6 +376,59 @@ NB_MODULE(_core, m) {
       },
       "graph"_a, "inputs"_a, "autograd_state"_a, "config"_a, "environment"_a, "user"_a);
 
+  m.def(
+      "select_guarded",
+      [](const std::vector<std::vector<std::string>>& candidates, const std::vector<int64_t>& sizes) {
+        // Each candidate's guards are parsed and evaluated here, in C++; text that does not parse rejects the
+        // candidate (with its reason), it is never evaluated any other way.
+        std::vector<std::string> rejected;
+        for (size_t i = 0; i < candidates.size(); ++i) {
+          auto set = GuardSet::parse(candidates[i]);
+          if (!set.ok()) {
+            rejected.push_back("candidate " + std::to_string(i) + " rejected: " + set.status().message());
+            continue;
+          }
+          auto failing = set->first_failing(sizes);
+          if (!failing.ok()) {
+            rejected.push_back("candidate " + std::to_string(i) + " rejected: " + failing.status().message());
+          } else if (!failing->has_value()) {
+            return std::make_pair(std::optional<size_t>(i), rejected);
+          } else {
+            rejected.push_back("candidate " + std::to_string(i) + ": " + candidates[i][**failing] + " is false");
+          }
+        }
+        return std::make_pair(std::optional<size_t>(), rejected);
+      },
+      "candidates"_a, "sizes"_a,
+      "(index of the first candidate whose guards all hold for `sizes` (s0, s1, ...) or None, reasons the others "
+      "were rejected).");
+  m.def(
+      "guard_tree",
+      [](const std::string& text) {
+        auto parsed = parse_guard(text);
+        if (!parsed.ok()) raise(parsed.status());
+        // Postfix -> nested tuples ("op", operand...) with leaves ("int", v), ("bool", b), ("sym", i).
+        std::vector<nb::object> stack;
+        for (const GuardNode& n : parsed->nodes()) {
+          const char* name = guard_op_name(n.op);
+          if (n.op == GuardOp::kInt || n.op == GuardOp::kSymbol) {
+            stack.push_back(nb::make_tuple(name, n.value));
+            continue;
+          }
+          if (n.op == GuardOp::kBool) {
+            stack.push_back(nb::make_tuple(name, n.value != 0));
+            continue;
+          }
+          nb::list items;
+          items.append(nb::str(name));
+          const size_t first = stack.size() - n.arity;
+          for (size_t k = first; k < stack.size(); ++k) items.append(stack[k]);
+          stack.resize(first);
+          stack.push_back(nb::tuple(items));
+        }
+        return stack.back();
+      },
+      "text"_a, "A guard's parsed form as nested tuples, for installing it into a ShapeEnv. Raises CacheError.");
   m.def("with_guards", &with_guards, "key"_a, "guards"_a,
         "The key of one compiled candidate of a symbolic graph: `key` plus a 'guards' component.");
 
