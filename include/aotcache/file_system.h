@@ -77,6 +77,8 @@ class FileSystem {
   // Whether a process with this id runs on this machine: temp files of dead writers are garbage.
   virtual bool process_alive(int64_t pid) = 0;
   virtual int64_t now_unix() = 0;
+  // Wall-clock time in nanoseconds since the epoch: orders events within a second (quarantine names).
+  virtual int64_t now_unix_nanos() = 0;
   // Blocks until the lock on `path` (created if missing) is held.
   virtual Result<std::unique_ptr<FileLock>> lock_file(const std::string& path) = 0;
 

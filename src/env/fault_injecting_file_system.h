@@ -35,6 +35,8 @@ class FaultInjectingFileSystem final : public FileSystem {
   Fault fault() const { return fault_.load(); }
   // How many operations failed or were altered by an injected fault.
   uint64_t injected() const { return injected_.load(); }
+  // How many directories were listed: tests use it to prove that an operation does not scan the store.
+  uint64_t list_dir_calls() const { return list_dir_calls_.load(); }
 
   Result<std::optional<std::string>> read_file(const std::string& path) override;
   Result<std::optional<std::string>> read_file_prefix(const std::string& path, size_t max_bytes) override;
@@ -46,10 +48,14 @@ class FaultInjectingFileSystem final : public FileSystem {
   Status create_dirs(const std::string& path) override;
   Status remove_file(const std::string& path) override;
   Status remove_dir(const std::string& path) override;
-  Result<std::vector<DirEntry>> list_dir(const std::string& path) override { return base_->list_dir(path); }
+  Result<std::vector<DirEntry>> list_dir(const std::string& path) override {
+    ++list_dir_calls_;
+    return base_->list_dir(path);
+  }
   Status touch(const std::string& path) override;
   bool process_alive(int64_t pid) override { return base_->process_alive(pid); }
   int64_t now_unix() override { return base_->now_unix(); }
+  int64_t now_unix_nanos() override { return base_->now_unix_nanos(); }
   Result<std::unique_ptr<FileLock>> lock_file(const std::string& path) override;
 
   // The IOError a real call would return: "<what> <path>: <strerror(err)>". Counts as injected.
@@ -63,6 +69,7 @@ class FaultInjectingFileSystem final : public FileSystem {
   FileSystem* base_;
   std::atomic<Fault> fault_{Fault::kNone};
   std::atomic<uint64_t> injected_{0};
+  std::atomic<uint64_t> list_dir_calls_{0};
 };
 
 }  // namespace aotcache

@@ -193,6 +193,12 @@ class PosixFileSystem final : public FileSystem {
 
   int64_t now_unix() override { return static_cast<int64_t>(time(nullptr)); }
 
+  int64_t now_unix_nanos() override {
+    struct timespec ts {};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  }
+
   Result<std::unique_ptr<FileLock>> lock_file(const std::string& path) override {
     int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return errno_status("cannot open lock", path);

@@ -406,7 +406,7 @@ Result<std::string> LocalStore::quarantine(const std::string& key_hex) {
   if (!st.has_value()) return Status::not_found("no entry " + key_hex);
   AOTCACHE_RETURN_IF_ERROR(fs_->create_dirs(dir_ + "/quarantine"));
   char stamp[32];
-  std::snprintf(stamp, sizeof stamp, "%010lld-", static_cast<long long>(fs_->now_unix()));
+  std::snprintf(stamp, sizeof stamp, "%019lld-", static_cast<long long>(fs_->now_unix_nanos()));
   const std::string target = dir_ + "/quarantine/" + stamp + key_hex + k_entry_suffix;
   AOTCACHE_RETURN_IF_ERROR(fs_->rename_file(path, target));
   bool fresh = false;
