@@ -96,9 +96,9 @@ class LocalStore {
   // Removes every entry and the graph index; keeps the counters and the quarantine.
   Status clear(const ProgressFn& progress = {});
 
-  // Moves the entry file to quarantine/<19-digit unix nanoseconds>-<key>.aotc (dropping the oldest quarantined files beyond
-  // k_quarantine_max_files / k_quarantine_max_bytes) and counts `corrupt`. Returns the new path; NotFound when the
-  // entry is absent.
+  // Moves the entry file to quarantine/<19-digit unix nanoseconds>-<key>.aotc (dropping the oldest quarantined files
+  // beyond k_quarantine_max_files / k_quarantine_max_bytes) and counts `corrupt`. Returns the new path; NotFound when
+  // the entry is absent.
   Result<std::string> quarantine(const std::string& key_hex);
   // Files in quarantine/ (name = "<unix ns>-<key>.aotc"), oldest first.
   Result<std::vector<DirEntry>> list_quarantine();

@@ -7,6 +7,11 @@
 namespace aotcache::cli {
 
 int run_stats(const Invocation& inv) {
+  if (std::string bad = inv.bad_option({"--json", "--zero"}, {}); !bad.empty() || !inv.positional().empty()) {
+    *inv.err << "aotcache stats: " << (bad.empty() ? "unexpected argument" : bad)
+             << "\nusage: aotcache stats [--json] [--zero]\n";
+    return k_exit_usage;
+  }
   if (inv.flag("--zero")) {
     if (Status s = inv.store->zero_counters(); !s.ok()) {
       *inv.err << "aotcache: " << s.to_string() << "\n";
