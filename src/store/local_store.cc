@@ -366,7 +366,7 @@ Result<std::vector<std::string>> LocalStore::keys_for_graph(const std::string& g
   std::vector<std::string> keys;
   for (const DirEntry& r : records) {
     if (!is_valid_key_hex(r.name)) continue;
-    AOTCACHE_ASSIGN_OR_RETURN(auto exists, fs_->read_file(entry_path(r.name)));
+    AOTCACHE_ASSIGN_OR_RETURN(auto exists, fs_->stat_file(entry_path(r.name)));  // no need to read it
     if (exists.has_value()) {
       keys.push_back(r.name);
     } else {
