@@ -1,13 +1,18 @@
 """Compiles three different small graphs with backend="aotcache" in one process and checks each result against
 eager; prints one line "RESULT <json>" with aotcache.stats() and the aotcache WARNING lines. For the fault tests.
 
-    python fault_workload.py
+    python fault_workload.py [FAULT]
+
+With FAULT (enospc, erofs, eacces, fsync, rename, ...), the backend's store for $AOTCACHE_DIR is replaced by one
+over the fault-injecting file system (`_core.LocalStore.open_with_fault`): no mount privileges needed.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 
 import torch
 
@@ -23,6 +28,11 @@ class _Collect(logging.Handler):
 
 
 def main() -> None:
+    if len(sys.argv) > 1:
+        from aotcache import _core, backend
+
+        cache_dir = os.environ["AOTCACHE_DIR"]
+        backend._stores[cache_dir] = _core.LocalStore.open_with_fault(cache_dir, sys.argv[1])
     logging.getLogger("aotcache").addHandler(_Collect())
     logging.getLogger("aotcache").setLevel(logging.DEBUG)
     torch.manual_seed(0)

@@ -2,8 +2,8 @@
 The compile must proceed, the error must be counted, and reported once per process, not at every compile.
 
 Mounting needs root with CAP_SYS_ADMIN (root alone cannot make a directory unwritable to itself: chmod does not
-stop root). Without it these tests skip; the same faults are covered without privileges by the C++ tests over the
-fault-injecting file system (src/store/local_store_faults_test.cc).
+stop root). Without it those tests skip; the injected-fault tests below run everywhere: the backend's store is
+opened over the fault-injecting file system (`_core.LocalStore.open_with_fault`), the same wrapper the C++ tests use.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ def tmpfs(tmp_path):
         subprocess.run(["umount", str(d)], check=False)
 
 
-def _run(cache_dir: Path, inductor_dir: Path) -> dict:
+def _run(cache_dir: Path, inductor_dir: Path, *fault: str) -> dict:
     env = dict(os.environ, AOTCACHE_DIR=str(cache_dir), TORCHINDUCTOR_CACHE_DIR=str(inductor_dir))
     proc = subprocess.run(
-        [sys.executable, str(HERE / "fault_workload.py")], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, str(HERE / "fault_workload.py"), *fault], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
@@ -104,3 +104,20 @@ def test_read_only_directory_without_entries_compiles_and_warns_once(tmpfs, indu
     store_warnings = [w for w in result["warnings"] if w.startswith("cannot store entry")]
     assert len(store_warnings) == 1, result["warnings"]
     assert "Read-only file system" in store_warnings[0]
+
+
+@pytest.mark.parametrize(
+    "fault, errno_text",
+    [("enospc", "No space left on device"), ("erofs", "Read-only file system"), ("eacces", "Permission denied")],
+)
+def test_injected_write_fault_compiles_counts_and_warns_once(tmp_path, inductor_dir, fault, errno_text):
+    cache = tmp_path / "aotcache"
+    result = _run(cache, inductor_dir, fault)
+    assert result["ok"]
+    stats = result["stats"]
+    assert stats["misses"] == 3 and stats["error_kinds"]["store_write"] == 3
+    store_warnings = [w for w in result["warnings"] if w.startswith("cannot store entry")]
+    assert len(store_warnings) == 1, result["warnings"]
+    assert errno_text in store_warnings[0]
+    assert list((cache / "tmp").iterdir()) == []
+    assert not list((cache / "entries").rglob("*.aotc"))
