@@ -98,7 +98,8 @@ def test_verify_fix_quarantines_and_counts(tmp_path):
     assert not bad.exists()
     quarantined = list((cache / "quarantine").iterdir())
     assert len(quarantined) == 1 and keys[1] in quarantined[0].name
-    assert json.loads(cli(cache, "stats", "--json"))["counters"]["corrupt"] == 1
+    stats = json.loads(cli(cache, "stats", "--json"))
+    assert stats["counters"]["corrupt"] == 1 and stats["quarantined_files"] == 1
     assert "0 bad" in cli(cache, "verify")
     # A corrupt entry met by a lookup is quarantined too, and the lookup is a miss afterwards.
     bad0 = Path(store.entry_path(keys[0]))
