@@ -43,12 +43,12 @@ test-python: install
 test: lint test-cpp test-python
 
 lint: setup
-	clang-format --dry-run --Werror $$(find include src python/bindings -name '*.h' -o -name '*.cc')
+	clang-format --dry-run --Werror $$(find include src python/bindings bench/cpp -name '*.h' -o -name '*.cc')
 	$(VENV)/bin/ruff format --check python tests bench scripts
 	$(VENV)/bin/ruff check python tests bench scripts
 
 format: setup
-	clang-format -i $$(find include src python/bindings -name '*.h' -o -name '*.cc')
+	clang-format -i $$(find include src python/bindings bench/cpp -name '*.h' -o -name '*.cc')
 	$(VENV)/bin/ruff format python tests bench scripts
 
 clean:

@@ -117,12 +117,12 @@ def _try_hit(
         counters.record({"errors": 1, "error.incompatible_entry": 1}, store)
         return None, False
     except _core.CorruptEntryError as e:
+        # The store has moved it to quarantine/ (counted there as `corrupt`).
         log.warning("entry %s is corrupt, recompiling: %s", key.hex[:16], e)
         counters.record({"errors": 1, "error.corrupt_entry": 1}, store)
-        _remove_quietly(store, key.hex)
         return None, True
     except _core.CacheError as e:
-        log.warning("cannot read entry %s, recompiling: %s", key.hex[:16], e)
+        counters.warn_once("store_read", "cannot read entry %s, recompiling: %s", key.hex[:16], e)
         counters.record({"errors": 1, "error.store_read": 1}, store)
         return None, True
     if entry is None:
@@ -216,7 +216,7 @@ def _compile_and_store(gm, example_inputs, opts, store, key, writable: bool, t_s
         try:
             delta["bytes_written"] = store.put(key, payload, metadata)
         except _core.CacheError as e:
-            log.warning("cannot store entry %s (the compile is used anyway): %s", key.hex[:16], e)
+            counters.warn_once("store_write", "cannot store entry %s (the compile is used anyway): %s", key.hex[:16], e)
             delta.update({"errors": 1, "error.store_write": 1})
     t_end = time.perf_counter()
     counters.record(delta, store)

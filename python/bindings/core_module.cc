@@ -17,6 +17,7 @@
 #include "aotcache/key.h"
 #include "aotcache/store.h"
 #include "base/sha256.h"
+#include "env/fault_injecting_file_system.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -456,6 +457,22 @@ NB_MODULE(_core, m) {
       .def_static(
           "open", [](const std::string& dir) { return unwrap(LocalStore::open(dir)); }, "dir"_a,
           "Opens (creating when missing) a cache directory. Raises CacheIOError.")
+      .def_static(
+          "open_with_fault",
+          [](const std::string& dir, const std::string& fault) {
+            // Test hook: the store runs over a fault-injecting file system that lives as long as the process
+            // (a few per test process; never used by the backend itself).
+            static std::vector<std::unique_ptr<FaultInjectingFileSystem>> k_file_systems;
+            auto parsed = unwrap(parse_fault(fault));
+            k_file_systems.push_back(std::make_unique<FaultInjectingFileSystem>(default_file_system()));
+            FaultInjectingFileSystem* fs = k_file_systems.back().get();
+            auto store = unwrap(LocalStore::open(dir, fs));
+            fs->set_fault(parsed);
+            return store;
+          },
+          "dir"_a, "fault"_a,
+          "For tests: opens the directory without faults, then injects `fault` into every later call (enospc, "
+          "erofs, eacces, fsync, rename, short_read, corrupt_read). Raises CacheError for an unknown fault.")
       .def_prop_ro("dir", &LocalStore::dir)
       .def("entry_path", &LocalStore::entry_path, "key"_a)
       .def(
@@ -507,5 +524,20 @@ NB_MODULE(_core, m) {
           "graph_digest"_a, "Keys of entries with this graph component digest, newest first.")
       .def(
           "add_counters", [](LocalStore& s, const Counters& delta) { check(s.add_counters(delta)); }, "delta"_a)
-      .def("read_counters", [](LocalStore& s) { return unwrap(s.read_counters()); });
+      .def("read_counters", [](LocalStore& s) { return unwrap(s.read_counters()); })
+      .def(
+          "size",
+          [](LocalStore& s) {
+            auto size = unwrap(s.size());
+            return std::make_pair(size.bytes, size.entries);
+          },
+          "(bytes, entries) of the entry files, from the size ledger (re-synced by a scan when stale).")
+      .def(
+          "quarantined",
+          [](LocalStore& s) {
+            std::vector<std::string> names;
+            for (const auto& f : unwrap(s.list_quarantine())) names.push_back(f.name);
+            return names;
+          },
+          "File names in quarantine/, oldest first.");
 }
