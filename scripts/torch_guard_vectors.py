@@ -94,7 +94,12 @@ def main() -> None:
             if not store:
                 continue
             fakes = store[-1]
-            env = next(t.fake_mode.shape_env for t in fakes if isinstance(t, torch.Tensor))
+            envs = [t.fake_mode.shape_env for t in fakes if isinstance(t, torch.Tensor)]
+            envs += [t.node.shape_env for t in fakes if isinstance(t, torch.SymInt)]
+            if not envs:
+                print(f"== {name} [{mode}] no symbolic inputs")
+                continue
+            env = envs[0]
             mapping = canonical_symbols(fakes)
             guards = [str(g.expr.xreplace(mapping)) for g in env.guards]
             print(f"== {name} [{mode}] symbols {[f'{k}->{v}' for k, v in mapping.items()]}")

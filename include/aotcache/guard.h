@@ -106,7 +106,7 @@ Result<GuardExpr> parse_guard_int(std::string_view text);
 // modulo by zero, a negative exponent and a non-integral IntTrueDiv are errors (kInvalidArgument), never wrapped or
 // undefined. And/Or are order-independent: And is false if any operand is false (even if another errs), else an
 // error if any operand errs; Or likewise with true. Errors: kInvalidArgument also when
-// symbol_values.size() < expr.num_symbols(). Thread-safe; allocates nothing for expressions of up to 64 nodes.
+// symbol_values.size() < expr.num_symbols(). Thread-safe; allocates nothing unless it fails or max_stack() > 64.
 Result<bool> evaluate_guard(const GuardExpr& expr, std::span<const int64_t> symbol_values);
 // As evaluate_guard, for an integer expression (from parse_guard_int).
 Result<int64_t> evaluate_guard_int(const GuardExpr& expr, std::span<const int64_t> symbol_values);

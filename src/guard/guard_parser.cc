@@ -252,7 +252,7 @@ class Parser {
     return advance();
   }
 
-  // Nesting guard for every recursive production.
+  // Nesting guard of parse_unary, which every recursion (parentheses, call arguments, unary operators) enters.
   class Nest {
    public:
     explicit Nest(Parser& p) : p_(p) { ++p_.depth_; }
@@ -400,12 +400,7 @@ class Parser {
         }
         AOTCACHE_RETURN_IF_ERROR(advance());
         return located(b_.add_int(static_cast<int64_t>(t.value)), t.offset);
-      case Tok::kLParen: {
-        Nest nest(*this);
-        if (nest.too_deep()) {
-          return error(StatusCode::kInvalidArgument,
-                       "guard nests deeper than " + std::to_string(k_guard_max_nesting) + " levels");
-        }
+      case Tok::kLParen: {  // nesting is counted where the operand inside starts (parse_unary)
         AOTCACHE_RETURN_IF_ERROR(advance());
         AOTCACHE_RETURN_IF_ERROR(parse_comparison());
         return expect(Tok::kRParen, "')'");
@@ -462,11 +457,6 @@ class Parser {
       }
       return located(Status::invalid_argument("unknown function '" + std::string(name.substr(0, 64)) + "'"),
                      name_tok.offset);
-    }
-    Nest nest(*this);
-    if (nest.too_deep()) {
-      return error(StatusCode::kInvalidArgument,
-                   "guard nests deeper than " + std::to_string(k_guard_max_nesting) + " levels");
     }
     AOTCACHE_RETURN_IF_ERROR(advance());  // '('
     uint32_t n = 0;
