@@ -289,7 +289,7 @@ def _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, k
         counters.record({"errors": 1, "error.guard_index": 1}, store)
     rejected: list[str] = []
     if candidates:
-        choice, rejected = guarded.select(candidates, table)
+        choice, rejected = guarded.select(candidates, table, symbolic.required_ranges(example_inputs, fakes, table))
         if choice is not None:
             fn = _load_candidate(store, candidates[choice], gm, table, t_start, t_key)
             if fn is not None:
@@ -305,7 +305,12 @@ def _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, k
         log.info("bypass reason=%s: %s", b.code, b.message)
         return compiled
     compile_s = time.perf_counter() - t_compile
-    guards = symbolic.compile_guards(table)
+    try:
+        guards = symbolic.compile_guards(table)
+    except Bypass as b:  # compiled, but its domain cannot be written down: use it, do not store it
+        counters.record({"bypasses": 1, f"bypass.{b.code}": 1}, store)
+        log.info("bypass reason=%s: %s", b.code, b.message)
+        return fn
     candidate_key = _core.with_guards(key, guards)
     cause = "guards" if candidates else "new_graph"
     delta = {"misses": 1, f"miss.{cause}": 1, "compile_us": int(compile_s * 1e6)}
@@ -320,11 +325,13 @@ def _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, k
         delta["bytes_written"] = store.put(candidate_key, payload, metadata)
         # Read-modify-write of the index: a concurrent writer may drop one candidate (a later miss re-adds it).
         candidates = [c for c in candidates if c["key"] != candidate_key.hex]
-        candidates.append({"key": candidate_key.hex, "guards": guards})
+        candidates.append({"key": candidate_key.hex, "guards": guards, "ranges": symbolic.symbol_ranges(table)})
         index_meta = {"created_unix": int(time.time()), "payload_kind": guarded.INDEX_KIND, "compile_seconds": 0.0}
         store.put(key, guarded.encode_index(candidates), index_meta)
     except _core.CacheError as e:
-        log.warning("cannot store entry %s (the compile is used anyway): %s", candidate_key.hex[:16], e)
+        counters.warn_once(
+            "store_write", "cannot store entry %s (the compile is used anyway): %s", candidate_key.hex[:16], e
+        )
         delta.update({"errors": 1, "error.store_write": 1})
     counters.record(delta, store)
     log.info(

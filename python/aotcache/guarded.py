@@ -46,10 +46,40 @@ def encode_index(candidates: Sequence[dict[str, Any]]) -> bytes:
     return json.dumps({"version": INDEX_VERSION, "candidates": list(candidates)[-MAX_CANDIDATES:]}).encode()
 
 
-def select(candidates: Sequence[dict[str, Any]], table: SymbolTable) -> tuple[int | None, list[str]]:
+def select(
+    candidates: Sequence[dict[str, Any]], table: SymbolTable, required: dict[int, tuple] | None = None
+) -> tuple[int | None, list[str]]:
     """(position of the first candidate whose guards all hold for the current sizes or None, reasons the others
-    were rejected). A candidate whose guards do not parse is rejected, never evaluated some other way."""
-    return _core.select_guarded([c["guards"] for c in candidates], table.hints())
+    were rejected). A candidate whose guards do not parse is rejected, never evaluated some other way. With
+    `required` ranges (mark_dynamic min/max), a candidate must also have been compiled for the whole range."""
+    eligible = list(range(len(candidates)))
+    reasons: list[str] = []
+    if required:
+        eligible = []
+        for i, c in enumerate(candidates):
+            uncovered = [s for s, want in required.items() if not _covers(c.get("ranges"), s, want)]
+            if uncovered:
+                reasons.append(f"candidate {i} was not compiled for the declared range of s{uncovered[0]}")
+            else:
+                eligible.append(i)
+    choice, rejected = _core.select_guarded([candidates[i]["guards"] for i in eligible], table.hints())
+    reasons += [
+        r.replace(f"candidate {j}", f"candidate {i}", 1)
+        for j, i in enumerate(eligible)
+        for r in rejected
+        if r.startswith(f"candidate {j}:") or r.startswith(f"candidate {j} ")
+    ]
+    return (eligible[choice] if choice is not None else None), reasons
+
+
+def _covers(ranges: Any, symbol: int, want: tuple) -> bool:
+    if not isinstance(ranges, list) or symbol >= len(ranges):
+        return False
+    lo, hi = ranges[symbol]
+    want_lo, want_hi = want
+    lower_ok = want_lo is None or lo is None or want_lo >= lo
+    upper_ok = hi is None or (want_hi is not None and want_hi <= hi)  # max=None declares no upper bound
+    return lower_ok and upper_ok
 
 
 def install(guards: Sequence[str], table: SymbolTable) -> None:

@@ -91,6 +91,35 @@ def build_table(fakes: Sequence[Any]) -> SymbolTable:
     return table
 
 
+def symbol_ranges(table: SymbolTable) -> list[list[int | None]]:
+    """[lower, upper] of each canonical symbol in the ShapeEnv now (None: unbounded above)."""
+    out: list[list[int | None]] = []
+    for sym in table.symbols:
+        r = table.shape_env.var_to_range.get(sym)
+        lo = int(r.lower) if r is not None and r.lower.is_finite else None
+        hi = int(r.upper) if r is not None and r.upper.is_finite else None
+        out.append([lo, hi])
+    return out
+
+
+def required_ranges(example_inputs: Sequence[Any], fakes: Sequence[Any], table: SymbolTable) -> dict[int, tuple]:
+    """Ranges the user declared with mark_dynamic(min=, max=), by canonical symbol: Dynamo raises unless the graph
+    is valid on the whole range, so only a candidate compiled for (at least) that range may serve it."""
+    required: dict[int, tuple] = {}
+    for x, fake in zip(example_inputs, fakes):
+        declared = getattr(x, "_dynamo_dynamic_range", None) if isinstance(x, torch.Tensor) else None
+        if not declared or not isinstance(fake, torch.Tensor):
+            continue
+        for r in declared:
+            if r.min is None and r.max is None:  # mark_dynamic without bounds: no range to honour
+                continue
+            size = fake.shape[r.dim]
+            if isinstance(size, torch.SymInt) and size.node.expr in table._canonical:
+                index = table.symbols.index(size.node.expr)
+                required[index] = (r.min, r.max)
+    return required
+
+
 def compile_guards(table: SymbolTable) -> list[str]:
     """The guards the ShapeEnv holds on the graph's symbols after a compile, canonical text, in a stable order:
     every guard whose symbols are all inputs' (what Dynamo traced under and what the compile assumed), then each
@@ -100,9 +129,12 @@ def compile_guards(table: SymbolTable) -> list[str]:
     seen: set[str] = set()
     wanted = set(table.symbols)
     for g in env.guards:
-        expr = env.simplify(g.expr)
-        if expr is sympy.true or not expr.free_symbols or not expr.free_symbols <= wanted:
+        expr = env.simplify(g.expr)  # applies replacements: a symbol found equal to an input's is renamed to it
+        if expr is sympy.true or not expr.free_symbols:
             continue
+        if not expr.free_symbols <= wanted:
+            # The compile assumed something about a size no input carries: the guards could not be checked.
+            raise Bypass("dynamic_shapes", f"a guard ({expr}) involves symbols of no graph input")
         text = table.render(expr)
         if text not in seen:
             seen.add(text)

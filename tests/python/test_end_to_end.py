@@ -129,12 +129,6 @@ def test_python_function_bypasses_with_reason_and_correct_result(run_fresh, cach
     assert json.loads(cli(cache_dir, "ls", "--json")) == []
 
 
-def test_dynamic_shapes_bypass_until_supported(run_fresh):
-    result = run_fresh("dynamic")
-    assert result.stats["bypass_reasons"] == {"dynamic_shapes": 1}
-    assert result.stats["errors"] == 0
-
-
 def test_disabled_compiles_without_cache(run_fresh, cache_dir):
     result = run_fresh("mlp", env={"AOTCACHE_DISABLE": "1"})
     assert result.stats["bypass_reasons"] == {"disabled": 1}

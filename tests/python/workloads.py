@@ -62,16 +62,37 @@ def python_function(args) -> dict:
     return {"y": compiled(x)}
 
 
-def dynamic(args) -> dict:
+def shapes(args) -> dict:
+    """One model called at several batch sizes (--sizes 16,24): symbolic graphs under --dynamic-mode
+    mark (mark_dynamic on dim 0, optional --max), true (dynamic=True), automatic (recompiles turn dynamic)."""
     torch.manual_seed(0)
-    model = torch.nn.Linear(8, 8)
-    x = torch.randn(5, 8)
-    torch._dynamo.mark_dynamic(x, 0)
-    compiled = torch.compile(model, backend="aotcache")
-    return {"y": compiled(x).detach()}
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+
+    def step(x):
+        h = model(x.view(-1, 8))
+        if args.head:  # slicing to a constant length: guards s0 >= head or s0 < head, on the same graph
+            h = h[: args.head]
+        return h.sum(0) * x.shape[0] + h.mean()
+
+    compiled = torch.compile(step, backend="aotcache", dynamic=True if args.dynamic_mode == "true" else None)
+    out = {}
+    for n in (int(s) for s in args.sizes.split(",")):
+        x = torch.randn(n, 8, generator=torch.Generator().manual_seed(n), requires_grad=args.input_grad)
+        if args.dynamic_mode == "mark":
+            if args.max:
+                torch._dynamo.mark_dynamic(x, 0, min=2, max=args.max)
+            else:
+                torch._dynamo.mark_dynamic(x, 0)
+        with torch.set_grad_enabled(not args.no_grad):
+            y = compiled(x)
+            out[f"y{n}"] = y.detach()
+            if args.input_grad:
+                y.sum().backward()
+                out[f"x{n}.grad"] = x.grad
+    return out
 
 
-WORKLOADS = {"mlp": mlp, "gpt": gpt, "python_function": python_function, "dynamic": dynamic}
+WORKLOADS = {"mlp": mlp, "gpt": gpt, "python_function": python_function, "shapes": shapes}
 
 
 def main() -> None:
@@ -83,6 +104,10 @@ def main() -> None:
     parser.add_argument("--no-grad", action="store_true")
     parser.add_argument("--input-grad", action="store_true")
     parser.add_argument("--options", help="Inductor options for torch.compile, as JSON")
+    parser.add_argument("--sizes", default="16", help="shapes: batch sizes, comma-separated")
+    parser.add_argument("--dynamic-mode", default="mark", choices=["mark", "true", "automatic"])
+    parser.add_argument("--max", type=int, default=0, help="shapes: mark_dynamic's upper bound")
+    parser.add_argument("--head", type=int, default=0, help="shapes: keep the first HEAD rows")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="LOG %(name)s %(levelname)s %(message)s", stream=sys.stdout)
     logging.getLogger("torch").setLevel(logging.WARNING)
