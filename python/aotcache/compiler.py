@@ -30,6 +30,7 @@ def _sandboxed_torch_caches() -> Iterator[None]:
     tmp = tempfile.mkdtemp(prefix="aotcache-torch-")
     try:
         with (
+            _env_forced_switches_lifted(),
             mock.patch.object(FxGraphCache, "_get_tmp_dir", staticmethod(lambda: os.path.join(tmp, "fxgraph"))),
             mock.patch.object(
                 AOTAutogradCache, "_get_tmp_dir", classmethod(lambda cls: os.path.join(tmp, "aotautograd"))
@@ -79,6 +80,29 @@ def _torch_serialization_allowed(gm: torch.fx.GraphModule) -> Iterator[None]:
         ),
         mock.patch.object(autograd_cache, "_get_context_fn_cache_hash", pinned_by_aotcache),
     ):
+        yield
+
+
+# Torch's cache switches that an environment variable can force (TORCHINDUCTOR_FX_GRAPH_CACHE=0,
+# TORCHINDUCTOR_AUTOGRAD_CACHE=0, ...): a forced value wins over config.patch, which would leave every compile
+# unserializable. Inside the sandbox torch's caches keep nothing, so the user's choice still holds outside it.
+_CACHE_SWITCHES = (
+    (inductor_config, "fx_graph_cache"),
+    (inductor_config, "fx_graph_remote_cache"),
+    (functorch_config, "enable_autograd_cache"),
+    (functorch_config, "enable_remote_autograd_cache"),
+)
+
+
+@contextlib.contextmanager
+def _env_forced_switches_lifted() -> Iterator[None]:
+    from torch.utils._config_module import _UNSET_SENTINEL
+
+    with contextlib.ExitStack() as stack:
+        for module, name in _CACHE_SWITCHES:
+            entry = module._config.get(name)
+            if entry is not None and getattr(entry, "env_value_force", _UNSET_SENTINEL) is not _UNSET_SENTINEL:
+                stack.enter_context(mock.patch.object(entry, "env_value_force", _UNSET_SENTINEL))
         yield
 
 

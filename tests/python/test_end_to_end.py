@@ -135,6 +135,17 @@ def test_disabled_compiles_without_cache(run_fresh, cache_dir):
     assert not (cache_dir / "entries").exists()
 
 
+def test_torch_caches_switched_off_by_environment_still_cache_in_aotcache(run_fresh):
+    """TORCHINDUCTOR_FX_GRAPH_CACHE=0 / TORCHINDUCTOR_AUTOGRAD_CACHE=0 force torch's switches over config.patch;
+    aotcache's sandboxed compile lifts the force (nothing is kept in torch's caches) instead of bypassing."""
+    off = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+    a = run_fresh("mlp", env=off)
+    assert a.stats["misses"] == 1 and a.stats["bypasses"] == 0, a.stats
+    b = run_fresh("mlp", env=off)
+    assert b.stats["hits"] == 1, b.stats
+    assert_bitwise_equal(a.tensors, b.tensors)
+
+
 def test_unusable_cache_dir_compiles_and_reports_once(run_fresh):
     result = run_fresh("gpt", env={"AOTCACHE_DIR": "/proc/aotcache-cannot-exist"})
     assert result.stats["bypasses"] == 2
