@@ -51,17 +51,18 @@ MODE_DOCS = {
 }
 
 # Repetitions per model: (cold reps per cold mode, warm reps per warm mode, reps of warm_aotcache_fresh).
-# Chosen so that `make bench` stays under ~25 minutes on the 2-core development machine shared with other work.
+# Chosen so that `make bench` stays under ~25 minutes on the 2-core development machine shared with other work
+# (a cold process there takes 25-60 s, a warm one 7-15 s, with the load of the other engineers' builds).
 # graph_1k: one cold compile takes ~1-1.5 minutes per system there. graph_10k is not in the default set: its cold
 # compile did not finish in 4.5 minutes of wall time (2.4 CPU-minutes) under load, i.e. each of its two cold runs alone
 # would take a third or more of the budget; run it on its own with --models graph_10k.
 REPS = {
-    "mlp": (2, 4, 2),
-    "gpt_block": (2, 4, 2),
-    "convnet": (2, 4, 2),
-    "checkpoint": (2, 3, 1),
-    "graph_100": (2, 4, 2),
-    "graph_1k": (1, 3, 1),
+    "mlp": (2, 3, 1),
+    "gpt_block": (2, 3, 1),
+    "convnet": (1, 3, 1),
+    "checkpoint": (1, 3, 1),
+    "graph_100": (1, 3, 1),
+    "graph_1k": (1, 2, 1),
     "graph_10k": (1, 2, 1),
 }
 DEFAULT_MODELS = ("mlp", "gpt_block", "convnet", "checkpoint", "graph_100", "graph_1k")
@@ -483,6 +484,7 @@ def main() -> int:
 
     t0 = time.perf_counter()
     load_start = os.getloadavg()[0]
+    machine = machine_info()
     work = Path(tempfile.mkdtemp(prefix="aotcache-bench-"))
     summaries, all_runs = [], []
     try:
@@ -497,7 +499,7 @@ def main() -> int:
     key_speed = None if args.no_key_speed else run_key_speed(args.quick, out_dir / "key_speed.json")
 
     report = {
-        "machine": machine_info(),
+        "machine": machine,
         "command": " ".join(["bench/run.py", *sys.argv[1:]]),
         "wall_s": time.perf_counter() - t0,
         "loadavg": [load_start, os.getloadavg()[0]],
