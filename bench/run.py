@@ -404,6 +404,8 @@ def markdown(report: dict[str, Any]) -> str:
                 + f"{ph['backend_s']:.2f} | {ph['run_s']:.2f} | {statistics.median(x['cxx_builds']):g} | "
                 f"{x['max_rss_mb']['median']:.0f} |"
             )
+    for name, err in report.get("failures", {}).items():
+        lines.append(f"| {name} | failed: {err} |")
     lines += ["", "Miss overhead (cold_aotcache runs, median):", ""]
     lines.append("| model | compile s | added by aotcache s | share | share incl. ISA probe |")
     lines.append("|---|---|---|---|---|")
@@ -487,11 +489,17 @@ def main() -> int:
     machine = machine_info()
     work = Path(tempfile.mkdtemp(prefix="aotcache-bench-"))
     summaries, all_runs = [], []
+    failures: dict[str, str] = {}
     try:
         for name in names:
             reps = fixed or REPS[name]
             print(f"{name}: {models.WORKLOADS[name].description}; reps cold/warm/fresh {reps}", flush=True)
-            runs = measure_model(name, reps, work, args.timeout)
+            try:
+                runs = measure_model(name, reps, work, args.timeout)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:  # reported, the other models still run
+                print(f"  {name} FAILED: {e}", flush=True)
+                failures[name] = str(e)
+                continue
             all_runs += runs
             summaries.append(summarize_model(name, runs))
     finally:
@@ -506,6 +514,7 @@ def main() -> int:
         "modes": MODE_DOCS,
         "reps": {n: list(fixed or REPS[n]) for n in names},
         "models": summaries,
+        "failures": failures,
         "goals": goals(summaries),
         "key_speed": key_speed,
         "runs": all_runs,
