@@ -184,6 +184,7 @@ def plot_overheads(report: dict[str, Any], path: Path) -> None:
         )
     b.set_xticks(range(len(models)), names, fontsize=8, rotation=20)
     b.set_ylabel("peak RSS of the warm process, MB (median)")
+    b.set_ylim(top=b.get_ylim()[1] * 1.25)
     b.set_title("Peak memory, warm start", fontsize=9)
     b.legend(fontsize=8)
     fig.suptitle(_subtitle(report), fontsize=9)
