@@ -14,7 +14,7 @@ help:
 	@echo "make demo    set up (apt, .venv, build) and run the cold-vs-warm demo in two fresh processes"
 	@echo "make test    set up and run every test (C++ ctest + pytest)"
 	@echo "make lint    clang-format and ruff checks"
-	@echo "make bench   aotcache vs torch's caches, fresh processes (~25 min on 2 cores): bench/results/ + plots"
+	@echo "make bench   aotcache vs torch's caches, fresh processes (25-40 min on 2 shared cores): bench/results/ + plots"
 	@echo "make bench-quick   smoke run of the benchmark (2 models, fewest reps, a few minutes): build/bench-quick/"
 	@echo "make clean   remove build outputs (keeps .venv)"
 

@@ -96,6 +96,7 @@ def run_worker(model: str, mode: str, dirs: dict[str, str], out: Path, timeout_s
         backend, extra = "aotcache", ["--torch-caches-off"]
         env.update(AOTCACHE_DIR=dirs["aotcache"], TORCHINDUCTOR_CACHE_DIR=dirs["aotcache_inductor"])
     cmd = [sys.executable, str(BENCH / "worker.py"), model, backend, str(out), *extra]
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
     wall = time.perf_counter() - t0
@@ -105,6 +106,7 @@ def run_worker(model: str, mode: str, dirs: dict[str, str], out: Path, timeout_s
     result = json.loads(out.read_text())
     result["mode"] = mode
     result["process_wall_s"] = wall
+    result["loadavg_1m_at_start"] = load
     return result
 
 
@@ -342,6 +344,13 @@ def _fmt_s(s: dict[str, Any]) -> str:
     return f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
 
 
+def _load_range(report: dict[str, Any]) -> str:
+    per_run = report.get("loadavg_per_run")
+    if not per_run:
+        return ""
+    return f", {per_run['min']:.1f}-{per_run['max']:.1f} (median {per_run['median']:.1f}) when the workers started"
+
+
 def _mark(met: bool) -> str:
     return "met" if met else "NOT met"
 
@@ -351,7 +360,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"{m['date']}, {m['nproc']} cores ({m['cpu_model']}), {m['memory_gib']} GiB, {m['platform']}, Python "
         f"{m['python']}, torch {m['torch']}, aotcache {m['aotcache']}; load average "
-        f"{report['loadavg'][0]:.1f} at start, {report['loadavg'][1]:.1f} at end. Command: `{report['command']}` "
+        f"{report['loadavg'][0]:.1f} at start, {report['loadavg'][1]:.1f} at end{_load_range(report)}. "
+        f"Command: `{report['command']}` "
         f"({report['wall_s'] / 60:.1f} min).",
         "",
         "Time to first result in seconds (compile + first step, training steps include backward), median "
@@ -511,6 +521,7 @@ def main() -> int:
         "command": " ".join(["bench/run.py", *sys.argv[1:]]),
         "wall_s": time.perf_counter() - t0,
         "loadavg": [load_start, os.getloadavg()[0]],
+        "loadavg_per_run": _spread([r["loadavg_1m_at_start"] for r in all_runs]) if all_runs else None,
         "modes": MODE_DOCS,
         "reps": {n: list(fixed or REPS[n]) for n in names},
         "models": summaries,
