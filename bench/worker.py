@@ -127,9 +127,9 @@ def main() -> None:
     parser.add_argument(
         "--torch-caches-off",
         action="store_true",
-        help="switch torch's FX graph and AOTAutograd caches off in Python config (not with the environment "
-        "variables: TORCHINDUCTOR_AUTOGRAD_CACHE=0 forces the config and aotcache's sandboxed compile then cannot "
-        "serialize, so every graph bypasses as not_serializable)",
+        help="switch torch's FX graph and AOTAutograd caches off in Python config, not with the environment: "
+        "TORCHINDUCTOR_FX_GRAPH_CACHE=0 or TORCHINDUCTOR_AUTOGRAD_CACHE=0 forces a config, aotcache's sandboxed "
+        "compile then cannot serialize, and every graph bypasses as not_serializable",
     )
     args = parser.parse_args()
     if args.torch_caches_off:
