@@ -1,6 +1,6 @@
 # aotcache: `make demo` and `make test` set everything up on a fresh Debian 12 machine, then run.
 .DEFAULT_GOAL := help
-.PHONY: help setup install build-cpp demo test test-cpp test-python lint format bench clean
+.PHONY: help setup install build-cpp demo test test-cpp test-python lint format bench bench-quick clean
 
 VENV        := .venv
 PY          := $(VENV)/bin/python
@@ -14,6 +14,8 @@ help:
 	@echo "make demo    set up (apt, .venv, build) and run the cold-vs-warm demo in two fresh processes"
 	@echo "make test    set up and run every test (C++ ctest + pytest)"
 	@echo "make lint    clang-format and ruff checks"
+	@echo "make bench   aotcache vs torch's caches, fresh processes (25-40 min on 2 shared cores): bench/results/ + plots"
+	@echo "make bench-quick   smoke run of the benchmark (2 models, fewest reps, a few minutes): build/bench-quick/"
 	@echo "make clean   remove build outputs (keeps .venv)"
 
 setup:
@@ -50,6 +52,17 @@ lint: setup
 format: setup
 	clang-format -i $$(find include src python/bindings bench/cpp -name '*.h' -o -name '*.cc')
 	$(VENV)/bin/ruff format python tests bench scripts
+
+$(VENV)/.bench-installed: requirements-bench.txt | setup
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt
+	@touch $@
+
+# Nice'd: the development machine is shared; the harness reports ratios measured side by side in one run.
+bench: install $(VENV)/.bench-installed
+	nice $(PY) bench/run.py
+
+bench-quick: install $(VENV)/.bench-installed
+	nice $(PY) bench/run.py --quick
 
 clean:
 	rm -rf build $(VENV)/.aotcache-installed
