@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       std::cout << "aotcache " << AOTCACHE_VERSION << "\n";
       return aotcache::cli::k_exit_ok;
     }
-    if (a == "--dir" && rest.empty()) {
+    if (a == "--dir") {  // a global option, before or after the command
       if (k + 1 >= argc) {
         std::cerr << "aotcache: --dir needs a directory\n" << k_usage;
         return aotcache::cli::k_exit_usage;
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
       dir = argv[++k];
       continue;
     }
-    if (a.rfind("--dir=", 0) == 0 && rest.empty()) {
+    if (a.rfind("--dir=", 0) == 0) {
       dir = a.substr(6);
       continue;
     }

@@ -115,6 +115,30 @@ def test_cli_prune_verify_and_errors(tmp_path):
         cli(cache_dir, "ls", "--sort", order)
 
 
+def test_cli_dir_option_works_before_or_after_the_command(tmp_path):
+    cache_dir = tmp_path / "cache"
+    store = _core.LocalStore.open(str(cache_dir))
+    sys.path.insert(0, str(WORKER.parent))
+    from store_worker import key_for, payload
+
+    store.put(key_for(0), payload(random.Random(3), 1000), {})
+    exe = Path(sys.executable).parent / "aotcache"
+    for argv in (
+        ["--dir", str(cache_dir), "ls", "--json"],
+        ["ls", "--json", "--dir", str(cache_dir)],
+        ["ls", f"--dir={cache_dir}", "--json"],
+    ):
+        proc = subprocess.run(
+            [str(exe), *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "AOTCACHE_DIR": str(tmp_path / "elsewhere")},
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert len(json.loads(proc.stdout)) == 1, argv
+
+
 def test_readers_never_see_a_torn_entry_while_others_evict(tmp_path):
     cache_dir = tmp_path / "cache"
     env = dict(os.environ, AOTCACHE_WORKER_MAX_SIZE="1500000")  # entries up to 1 MB: eviction at most puts
