@@ -70,6 +70,16 @@ def test_guard_miss_adds_a_candidate_and_each_size_finds_its_own(run_fresh):
     assert_bitwise_equal(d.tensors, _uncached(run_fresh, "--sizes", "7", "--head", "10"))
 
 
+def test_divisibility_guards_separate_candidates(run_fresh):
+    a = run_fresh("shapes", "--sizes", "16", "--fold")  # Eq(Mod(s0, (s0//4)), 0) among the guards
+    assert a.stats["misses"] == 1, a.stats
+    b = run_fresh("shapes", "--sizes", "18", "--fold")  # the same graph; 18 % 4 != 0: a guard miss
+    assert b.stats["misses"] == 1 and b.stats["miss_reasons"] == {"guards": 1}, b.stats
+    c = run_fresh("shapes", "--sizes", "32,19", "--fold")  # each size finds the candidate whose guards hold
+    assert c.stats["hits"] == 2 and c.stats["misses"] == 0, c.stats
+    assert_bitwise_equal(c.tensors, _uncached(run_fresh, "--sizes", "32,19", "--fold"))
+
+
 def test_declared_range_is_served_only_by_a_candidate_compiled_for_all_of_it(run_fresh):
     run_fresh("shapes", "--sizes", "16", "--max", "32")
     # The first candidate holds at 20 but was compiled for s0 <= 32; mark_dynamic(max=64) demands code valid up to

@@ -72,6 +72,8 @@ def shapes(args) -> dict:
         h = model(x.view(-1, 8))
         if args.head:  # slicing to a constant length: guards s0 >= head or s0 < head, on the same graph
             h = h[: args.head]
+        if args.fold:  # folding rows into a symbolic count: divisibility guards (s0 % (s0 // 4) == 0 or != 0)
+            h = h.reshape(x.shape[0] // 4, -1)
         return h.sum(0) * x.shape[0] + h.mean()
 
     compiled = torch.compile(step, backend="aotcache", dynamic=True if args.dynamic_mode == "true" else None)
@@ -108,6 +110,7 @@ def main() -> None:
     parser.add_argument("--dynamic-mode", default="mark", choices=["mark", "true", "automatic"])
     parser.add_argument("--max", type=int, default=0, help="shapes: mark_dynamic's upper bound")
     parser.add_argument("--head", type=int, default=0, help="shapes: keep the first HEAD rows")
+    parser.add_argument("--fold", action="store_true", help="shapes: reshape rows into batch // 4 groups")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="LOG %(name)s %(levelname)s %(message)s", stream=sys.stdout)
     logging.getLogger("torch").setLevel(logging.WARNING)
