@@ -21,7 +21,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto again = serialize_graph(*r);
   if (!again.ok()) std::abort();
   auto back = deserialize_graph(*again, o);
-  if (!back.ok() || !(*back == *r)) std::abort();
+  if (!back.ok()) std::abort();
+  auto again_again = serialize_graph(*back);  // bytes, not Values: a NaN never compares equal
+  if (!again_again.ok() || *again_again != *again) std::abort();
   if (graph_to_text(*r).empty() || graph_to_json(*r).empty()) std::abort();
   return 0;
 }
