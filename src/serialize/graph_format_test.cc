@@ -6,56 +6,12 @@
 #include "aotcache/serialize.h"
 #include "base/bytes.h"
 #include "base/sha256.h"
+#include "testing/golden_graph.h"
 #include "testing/random_graph.h"
 #include "testing/sample_graphs.h"
 
 namespace aotcache {
 namespace {
-
-// The graph of docs/graph-format.md §8: every section, a subgraph, a sym expression, kwargs and meta.
-CapturedGraph golden_graph() {
-  CapturedGraph cg;
-  cg.inputs.push_back(InputMeta{testing::tensor({2, 3}, true), {}});
-  cg.inputs.push_back(InputMeta{std::nullopt, Value::integer(7)});
-  Node x;
-  x.name = "x";
-  x.op = NodeOp::kPlaceholder;
-  x.target = "x";
-  Node n;
-  n.name = "n";
-  n.op = NodeOp::kPlaceholder;
-  n.target = "n";
-  Node body;
-  body.name = "body";
-  body.op = NodeOp::kGetAttr;
-  body.target_kind = TargetKind::kSubgraph;
-  body.target = "body";
-  Node a;
-  a.name = "x";
-  a.op = NodeOp::kPlaceholder;
-  a.target = "x";
-  Node sub_out;
-  sub_out.name = "output";
-  sub_out.op = NodeOp::kOutput;
-  sub_out.target = "output";
-  sub_out.args = {Value::tuple({Value::node_ref(0)})};
-  body.subgraphs.push_back(Graph{{a, sub_out}});
-  Node add;
-  add.name = "add";
-  add.target_kind = TargetKind::kAtenOp;
-  add.target = "aten::add.Tensor";
-  add.args = {Value::node_ref(0), Value::floating(2.5)};
-  add.kwargs = {{"alpha", Value::sym_expr("s0")}};
-  add.meta = {{"recompute", Value::boolean(true)}};
-  Node out;
-  out.name = "output";
-  out.op = NodeOp::kOutput;
-  out.target = "output";
-  out.args = {Value::tuple({Value::node_ref(3), Value::node_ref(2)})};
-  cg.graph.nodes = {x, n, body, add, out};
-  cg.constants[internal::sha256("c")] = "c";
-  return cg;
-}
 
 // docs/graph-format.md §8, byte for byte.
 constexpr const char* k_golden_hex =
@@ -91,11 +47,11 @@ KeyInputs key_inputs(const CapturedGraph& cg) {
 }
 
 TEST(GraphFormat, GoldenBytes) {
-  const std::string bytes = serialize_graph(golden_graph()).value();
+  const std::string bytes = serialize_graph(testing::golden_graph()).value();
   EXPECT_EQ(internal::to_hex(bytes), k_golden_hex);
   auto back = deserialize_graph(bytes);
   ASSERT_TRUE(back.ok()) << back.status().to_string();
-  EXPECT_EQ(*back, golden_graph());
+  EXPECT_EQ(*back, testing::golden_graph());
 }
 
 TEST(GraphFormat, GoldenBytesDecodeFromHex) {
@@ -103,7 +59,7 @@ TEST(GraphFormat, GoldenBytesDecodeFromHex) {
   ASSERT_TRUE(internal::from_hex(k_golden_hex, &bytes));
   auto back = deserialize_graph(bytes);
   ASSERT_TRUE(back.ok()) << back.status().to_string();
-  EXPECT_EQ(*back, golden_graph());
+  EXPECT_EQ(*back, testing::golden_graph());
 }
 
 TEST(GraphFormat, RandomGraphsRoundTripWithTheSameKey) {
@@ -157,7 +113,7 @@ std::string with_u16(std::string bytes, size_t offset, uint16_t v) {
 }
 
 TEST(GraphFormat, NewerMajorIsUnsupportedNewerMinorReads) {
-  const std::string bytes = serialize_graph(golden_graph()).value();
+  const std::string bytes = serialize_graph(testing::golden_graph()).value();
   auto major = deserialize_graph(with_u16(bytes, 4, k_graph_format_major + 1));
   ASSERT_FALSE(major.ok());
   EXPECT_EQ(major.status().code(), StatusCode::kUnsupported);
@@ -165,7 +121,7 @@ TEST(GraphFormat, NewerMajorIsUnsupportedNewerMinorReads) {
       << major.status().message();
   auto minor = deserialize_graph(with_u16(bytes, 6, 7));
   ASSERT_TRUE(minor.ok()) << minor.status().to_string();
-  EXPECT_EQ(*minor, golden_graph());
+  EXPECT_EQ(*minor, testing::golden_graph());
   EXPECT_EQ(graph_format_version(with_u16(bytes, 6, 7))->minor, 7);
   EXPECT_EQ(deserialize_graph(with_u16(bytes, 4, 0)).status().code(), StatusCode::kCorruption);
   EXPECT_EQ(deserialize_graph("AOTX" + bytes.substr(4)).status().code(), StatusCode::kCorruption);
@@ -183,23 +139,23 @@ std::string with_section(std::string bytes, uint16_t id, uint16_t flags, std::st
 }
 
 TEST(GraphFormat, UnknownOptionalSectionsAreSkipped) {
-  const std::string bytes = serialize_graph(golden_graph()).value();
+  const std::string bytes = serialize_graph(testing::golden_graph()).value();
   auto back = deserialize_graph(with_section(bytes, 99, 0, "from a later minor version"));
   ASSERT_TRUE(back.ok()) << back.status().to_string();
-  EXPECT_EQ(*back, golden_graph());
+  EXPECT_EQ(*back, testing::golden_graph());
   // Reserved flag bits other than "required" do not make a section required.
   EXPECT_TRUE(deserialize_graph(with_section(bytes, 99, 0xfffe, "x")).ok());
 }
 
 TEST(GraphFormat, UnknownRequiredSectionIsUnsupported) {
-  const std::string bytes = serialize_graph(golden_graph()).value();
+  const std::string bytes = serialize_graph(testing::golden_graph()).value();
   auto r = deserialize_graph(with_section(bytes, 99, 1, "needs a newer reader"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
 }
 
 TEST(GraphFormat, SectionRules) {
-  const std::string bytes = serialize_graph(golden_graph()).value();
+  const std::string bytes = serialize_graph(testing::golden_graph()).value();
   // A known section twice.
   EXPECT_EQ(deserialize_graph(with_section(bytes, 4, 0, std::string(4, '\0'))).status().code(),
             StatusCode::kCorruption);
@@ -210,7 +166,7 @@ TEST(GraphFormat, SectionRules) {
   fewer[8] = static_cast<char>(fewer[8] - 1);
   EXPECT_EQ(deserialize_graph(fewer).status().code(), StatusCode::kCorruption);
   // Without constants (an optional section) the graph reads, without a required one it does not.
-  CapturedGraph no_constants = golden_graph();
+  CapturedGraph no_constants = testing::golden_graph();
   no_constants.constants.clear();
   const std::string plain = serialize_graph(no_constants).value();
   EXPECT_EQ(plain[8], 3);
@@ -218,7 +174,7 @@ TEST(GraphFormat, SectionRules) {
 }
 
 TEST(GraphFormat, ConstantsAboveTheLimitAreWrittenByDigestOnly) {
-  CapturedGraph cg = golden_graph();
+  CapturedGraph cg = testing::golden_graph();
   const std::string big(100, 'b');
   cg.constants[internal::sha256(big)] = big;
   SerializeOptions o;
@@ -230,11 +186,11 @@ TEST(GraphFormat, ConstantsAboveTheLimitAreWrittenByDigestOnly) {
 }
 
 TEST(GraphFormat, ConstantBytesMustMatchTheirDigest) {
-  CapturedGraph cg = golden_graph();
+  CapturedGraph cg = testing::golden_graph();
   cg.constants.begin()->second = "d";
   EXPECT_EQ(serialize_graph(cg).status().code(), StatusCode::kInvalidArgument);
   // The same damage on the reader's side: the constant's byte is the last byte of the golden bytes.
-  std::string bytes = serialize_graph(golden_graph()).value();
+  std::string bytes = serialize_graph(testing::golden_graph()).value();
   bytes.back() = 'd';
   auto r = deserialize_graph(bytes);
   ASSERT_FALSE(r.ok());
@@ -244,31 +200,31 @@ TEST(GraphFormat, ConstantBytesMustMatchTheirDigest) {
 
 TEST(GraphFormat, WriterRefusesWhatTheReaderWould) {
   auto refuses = [](CapturedGraph cg) { return serialize_graph(cg).status().code() == StatusCode::kInvalidArgument; };
-  CapturedGraph forward_ref = golden_graph();
+  CapturedGraph forward_ref = testing::golden_graph();
   forward_ref.graph.nodes[3].args[0] = Value::node_ref(3);  // itself
   EXPECT_TRUE(refuses(forward_ref));
-  CapturedGraph sub_ref = golden_graph();
+  CapturedGraph sub_ref = testing::golden_graph();
   sub_ref.graph.nodes[2].subgraphs[0].nodes[1].args[0] = Value::node_ref(1);  // refers outside its subgraph
   EXPECT_TRUE(refuses(sub_ref));
-  CapturedGraph odd = golden_graph();
+  CapturedGraph odd = testing::golden_graph();
   odd.graph.nodes[3].args.push_back(Value::dict({Value::string("k")}));
   EXPECT_TRUE(refuses(odd));
-  CapturedGraph slice = golden_graph();
+  CapturedGraph slice = testing::golden_graph();
   Value bad_slice = Value::slice(Value::none(), Value::none(), Value::none());
   bad_slice.items.pop_back();
   slice.graph.nodes[3].args.push_back(bad_slice);
   EXPECT_TRUE(refuses(slice));
-  CapturedGraph input_ref = golden_graph();
+  CapturedGraph input_ref = testing::golden_graph();
   input_ref.inputs[1].scalar = Value::node_ref(0);
   EXPECT_TRUE(refuses(input_ref));
-  CapturedGraph deep = golden_graph();
+  CapturedGraph deep = testing::golden_graph();
   Value v = Value::integer(1);
   for (int k = 0; k <= k_graph_max_value_depth; ++k) v = Value::list({v});
   deep.graph.nodes[3].args.push_back(v);
   EXPECT_TRUE(refuses(deep));
   deep.graph.nodes[3].args.back() = v.items[0];  // one level less: at the bound, accepted
   EXPECT_EQ(deserialize_graph(serialize_graph(deep).value()).value(), deep);
-  CapturedGraph nested = golden_graph();
+  CapturedGraph nested = testing::golden_graph();
   Graph g = nested.graph.nodes[2].subgraphs[0];
   for (int k = 0; k < k_graph_max_subgraph_depth; ++k) {  // the body then sits at depth 33
     Node holder;
@@ -335,7 +291,7 @@ TEST(GraphFormat, DecodedSizeIsBounded) {
 }
 
 TEST(GraphFormat, CountsBeyondTheBytesAreRefusedBeforeAllocating) {
-  std::string bytes = serialize_graph(golden_graph()).value();
+  std::string bytes = serialize_graph(testing::golden_graph()).value();
   // The graph section's node count is the first u32 of its body; claim 2^32 - 1 nodes.
   const size_t graph_body = bytes.find(std::string("\x03\x00\x01\x00", 4)) + 12;
   ASSERT_LT(graph_body, bytes.size());

@@ -78,12 +78,14 @@ std::string ints_text(const std::vector<int64_t>& v) {
   return out;
 }
 
+// Whether the strides are the row-major ones of the sizes. Sizes come from untrusted bytes: a product that
+// overflows int64 (found by the fuzzer as signed-overflow UB) means "not contiguous", so the strides get printed.
 bool contiguous(const TensorMeta& m) {
   if (m.strides.size() != m.sizes.size()) return false;
   int64_t expected = 1;
   for (size_t k = m.sizes.size(); k-- > 0;) {
     if (m.sizes[k] != 1 && m.strides[k] != expected) return false;
-    expected *= m.sizes[k];
+    if (k > 0 && __builtin_mul_overflow(expected, m.sizes[k], &expected)) return false;
   }
   return true;
 }
