@@ -355,7 +355,9 @@ NB_MODULE(_core, m) {
         cg.inputs = input_metas(inputs);
         if (constants.has_value()) {
           for (auto [k, v] : *constants) {
-            cg.constants[nb::cast<std::string>(k)] = nb::cast<std::string>(v);
+            auto digest = nb::cast<nb::bytes>(k);
+            auto bytes = nb::cast<nb::bytes>(v);
+            cg.constants[std::string(digest.c_str(), digest.size())] = std::string(bytes.c_str(), bytes.size());
           }
         }
         SerializeOptions o;
