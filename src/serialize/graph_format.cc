@@ -1,7 +1,7 @@
 // Graph format v1.0: writer and bounds-checked reader. Layout and rules: docs/graph-format.md.
+#include <bit>
 #include <cstring>
 #include <string>
-#include <unordered_map>
 
 #include "aotcache/serialize.h"
 #include "base/bytes.h"
@@ -43,7 +43,11 @@ class Out {
  private:
   void le(uint64_t v, int n) {
     char b[8];
-    for (int k = 0; k < n; ++k) b[k] = static_cast<char>((v >> (8 * k)) & 0xff);
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(b, &v, sizeof v);
+    } else {
+      for (int k = 0; k < n; ++k) b[k] = static_cast<char>((v >> (8 * k)) & 0xff);
+    }
     buf_.append(b, static_cast<size_t>(n));
   }
   std::string buf_;
@@ -52,6 +56,72 @@ class Out {
 Status too_large(const char* what) {
   return Status::invalid_argument(std::string(what) + " too large for the graph format");
 }
+
+// Interns strings: index of first use. Open addressing over views into the graph being written; a graph's
+// strings are mostly a few targets and dtypes repeated, plus one name per node, so lookups dominate.
+class StringTable {
+ public:
+  // The index of `s`, adding it when new.
+  uint32_t intern(std::string_view s) {
+    if (s.empty()) {  // every node without a constant has an empty digest
+      if (empty_ == 0) empty_ = add(s, 0);
+      return empty_ - 1;
+    }
+    if ((order_.size() + 1) * 2 > slots_.size()) grow();
+    const uint64_t h = hash(s);
+    const auto tag = static_cast<uint32_t>(h >> 32);
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      Slot& slot = slots_[i];
+      if (slot.index == 0) {
+        slot = {add(s, tag), tag};
+        return slot.index - 1;
+      }
+      if (slot.tag == tag && order_[slot.index - 1] == s) return slot.index - 1;
+    }
+  }
+  const std::vector<std::string_view>& strings() const { return order_; }
+
+ private:
+  struct Slot {
+    uint32_t index = 0;  // 0: empty, else index + 1
+    uint32_t tag = 0;    // high half of the hash: most mismatches never touch the string
+  };
+
+  uint32_t add(std::string_view s, uint32_t tag) {
+    order_.push_back(s);
+    tags_.push_back(tag);
+    return static_cast<uint32_t>(order_.size());
+  }
+  static uint64_t hash(std::string_view s) {
+    uint64_t h = 0xcbf29ce484222325ULL ^ s.size();
+    size_t k = 0;
+    for (; k + 8 <= s.size(); k += 8) {
+      uint64_t w = 0;
+      std::memcpy(&w, s.data() + k, 8);
+      h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+      h ^= h >> 29;
+    }
+    for (; k < s.size(); ++k) h = (h ^ static_cast<uint8_t>(s[k])) * 0x100000001b3ULL;
+    h ^= h >> 32;
+    return h * 0xd6e8feb86659fd93ULL;
+  }
+  void grow() {
+    slots_.assign(slots_.empty() ? 256 : slots_.size() * 2, Slot{});
+    const size_t mask = slots_.size() - 1;
+    for (size_t k = 0; k < order_.size(); ++k) {
+      if (order_[k].empty()) continue;  // not in the slots (fast path above)
+      size_t i = hash(order_[k]) & mask;
+      while (slots_[i].index != 0) i = (i + 1) & mask;
+      slots_[i] = {static_cast<uint32_t>(k + 1), tags_[k]};
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::vector<std::string_view> order_;
+  std::vector<uint32_t> tags_;
+  uint32_t empty_ = 0;  // index + 1 of "", 0 while unused
+};
 
 class Writer {
  public:
@@ -102,8 +172,8 @@ class Writer {
 
   // u32 count || per string: u32 length || bytes, in order of first use.
   Status strings(Out* out) const {
-    out->u32(static_cast<uint32_t>(order_.size()));
-    for (std::string_view s : order_) {
+    out->u32(static_cast<uint32_t>(table_.strings().size()));
+    for (std::string_view s : table_.strings()) {
       out->u32(static_cast<uint32_t>(s.size()));
       out->raw(s);
     }
@@ -113,12 +183,9 @@ class Writer {
  private:
   // A string is written as its u32 index in the string table. The views point into the graph being written.
   Status str(std::string_view s, Out* out) {
-    auto [it, inserted] = index_.try_emplace(s, static_cast<uint32_t>(order_.size()));
-    if (inserted) {
-      if (s.size() > UINT32_MAX || order_.size() >= UINT32_MAX) return too_large("string table");
-      order_.push_back(s);
-    }
-    out->u32(it->second);
+    // Indices are u32: the table would need 2^32 distinct strings (64 GiB of views alone) to overflow them.
+    if (s.size() > UINT32_MAX) return too_large("string");
+    out->u32(table_.intern(s));
     return Status();
   }
 
@@ -195,8 +262,7 @@ class Writer {
     return Status::invalid_argument("value of unknown kind " + std::to_string(static_cast<int>(v.kind)));
   }
 
-  std::unordered_map<std::string_view, uint32_t> index_;
-  std::vector<std::string_view> order_;
+  StringTable table_;
   uint64_t nodes_ = 0;
 };
 
@@ -464,7 +530,7 @@ Result<std::string> serialize_graph(const CapturedGraph& cg, const SerializeOpti
   Writer w;
   Out inputs, graph, constants;
   AOTCACHE_RETURN_IF_ERROR(w.inputs(cg.inputs, &inputs));
-  graph.buf().reserve(cg.graph.nodes.size() * 48);
+  graph.buf().reserve(cg.graph.nodes.size() * 64);  // about the size of an FX call node
   AOTCACHE_RETURN_IF_ERROR(w.graph(cg.graph, 0, &graph));
   uint32_t written = 0;
   for (const auto& [digest, bytes] : cg.constants) {
