@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "aotcache/serialize.h"
+#include "testing/golden_graph.h"
 #include "testing/random_graph.h"
 
 namespace aotcache {
@@ -15,6 +16,7 @@ namespace {
 
 std::vector<std::pair<std::string, std::string>> seeds() {
   std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back("golden", serialize_graph(testing::golden_graph()).value());
   for (uint64_t seed = 0; seed < 8; ++seed) {
     testing::RandomGraphGenerator gen(1000 + seed);
     testing::RandomGraphOptions o;
@@ -63,7 +65,7 @@ void check_one(const std::string& bytes, const std::string& what, Tally* t) {
 
 TEST(GraphFormatMutation, NoMutationCrashesOrYieldsAMalformedGraph) {
   const auto inputs = seeds();
-  ASSERT_GE(inputs.size(), 8u + 5u) << "the fixture graphs are missing from " << AOTCACHE_TEST_DATA_DIR;
+  ASSERT_GE(inputs.size(), 1u + 8u + 5u) << "the fixture graphs are missing from " << AOTCACHE_TEST_DATA_DIR;
   Tally t;
   testing::RandomGraphGenerator rng(42);
   for (const auto& [name, bytes] : inputs) {
