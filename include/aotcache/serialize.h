@@ -46,7 +46,7 @@ Result<std::string> serialize_graph(const CapturedGraph& graph, const SerializeO
 
 struct DeserializeOptions {
   // Bound on what the decoded graph may occupy in memory (nodes, values, copied strings, counted by size): 0 means
-  // 64 MiB + 128 x the input size. A legitimate graph uses about 20 x its serialized size.
+  // 64 MiB + 128 x the input size. Real graphs need 6-14 x their serialized size (fixtures, FX-like 10k nodes).
   uint64_t max_decoded_bytes = 0;
 };
 

@@ -290,6 +290,20 @@ TEST(GraphFormat, DecodedSizeIsBounded) {
   EXPECT_NE(r.status().message().find("memory bound"), std::string::npos) << r.status().message();
 }
 
+TEST(GraphFormat, RealGraphsFitWellWithinTheDefaultBound) {
+  // The default bound is 64 MiB + 128 x the input; an FX-like graph needs about 14 x, so 32 x must suffice.
+  testing::RandomGraphGenerator gen(7);
+  testing::RandomGraphOptions o;
+  o.nodes = 10000;
+  o.realistic = true;
+  const std::string bytes = serialize_graph(gen.captured(o)).value();
+  DeserializeOptions tight;
+  tight.max_decoded_bytes = 32 * bytes.size();
+  EXPECT_TRUE(deserialize_graph(bytes, tight).ok());
+  tight.max_decoded_bytes = 4 * bytes.size();
+  EXPECT_EQ(deserialize_graph(bytes, tight).status().code(), StatusCode::kCorruption);
+}
+
 TEST(GraphFormat, CountsBeyondTheBytesAreRefusedBeforeAllocating) {
   std::string bytes = serialize_graph(testing::golden_graph()).value();
   // The graph section's node count is the first u32 of its body; claim 2^32 - 1 nodes.
