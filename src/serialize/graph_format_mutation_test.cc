@@ -112,7 +112,10 @@ TEST(GraphFormatMutation, NoMutationCrashesOrYieldsAMalformedGraph) {
     // Random byte overwrites in bursts.
     for (int k = 0; k < 200; ++k) {
       std::string m = bytes;
-      for (uint64_t j = 0, bursts = 1 + rng.below(4); j < bursts; ++j) m[rng.below(n)] = static_cast<char>(rng.next());
+      for (uint64_t j = 0, bursts = 1 + rng.below(4); j < bursts; ++j) {
+        const size_t at = rng.below(n);
+        m[at] = static_cast<char>(rng.next());
+      }
       check_one(m, name + " burst", &t);
     }
   }

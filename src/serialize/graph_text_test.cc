@@ -72,7 +72,10 @@ TEST(GraphText, ValuesPrintAsPythonWouldWithNodeNames) {
 // Before the fix the product wrapped to 0 and the zero stride below passed for contiguous, hiding the strides.
 TEST(GraphText, HugeSizesDoNotOverflow) {
   CapturedGraph cg;
-  TensorMeta m = testing::tensor({3, int64_t{1} << 62, 4});
+  TensorMeta m;
+  m.dtype = "float32";
+  m.device = "cpu";
+  m.sizes = {3, int64_t{1} << 62, 4};
   m.strides = {0, 4, 1};
   cg.inputs.push_back(InputMeta{m, {}});
   EXPECT_EQ(graph_to_text(cg), "inputs:\n  0: float32[3, 4611686018427387904, 4] cpu stride=[0, 4, 1]\ngraph():\n");

@@ -1,5 +1,6 @@
 // A seeded generator of random captured graphs for round-trip tests, the fuzzer's seeds and the benchmark.
-// Deterministic on every platform (own PRNG and mapping, no std distributions). Every graph it makes is
+// Deterministic on every platform and compiler (own PRNG and mapping, no std distributions, one draw per
+// statement). Every graph it makes is
 // well-formed for both the graph format and the key: references point backwards, dicts are even, kwarg and meta
 // names are unique per node, exactly subgraph nodes hold exactly one subgraph, constants hash to their digests.
 #pragma once
@@ -118,13 +119,23 @@ class RandomGraphGenerator {
                : kind == Value::Kind::kTuple ? Value::tuple(std::move(items))
                                              : Value::dict(std::move(items));
       }
-      case Value::Kind::kSlice:
-        return Value::slice(value(refs, depth + 1, max_depth), value(refs, depth + 1, max_depth),
-                            value(refs, depth + 1, max_depth));
-      case Value::Kind::kTorchEnum: return Value::torch_enum(below(2) ? "dtype" : "device", text());
+      // Each draw in its own statement: the order in which function arguments and operands are evaluated is
+      // unspecified (GCC and clang differ), and the graphs must be the same whatever the compiler.
+      case Value::Kind::kSlice: {
+        Value start = value(refs, depth + 1, max_depth);
+        Value stop = value(refs, depth + 1, max_depth);
+        Value step = value(refs, depth + 1, max_depth);
+        return Value::slice(std::move(start), std::move(stop), std::move(step));
+      }
+      case Value::Kind::kTorchEnum: {
+        const char* category = below(2) ? "dtype" : "device";
+        return Value::torch_enum(category, text());
+      }
       case Value::Kind::kEllipsis: return Value::ellipsis();
-      case Value::Kind::kSymExpr:
-        return Value::sym_expr("s" + std::to_string(below(4)) + "*" + std::to_string(below(9)));
+      case Value::Kind::kSymExpr: {
+        const std::string symbol = "s" + std::to_string(below(4));
+        return Value::sym_expr(symbol + "*" + std::to_string(below(9)));
+      }
     }
     return Value::none();
   }
@@ -133,7 +144,10 @@ class RandomGraphGenerator {
   std::vector<std::pair<std::string, Value>> named(int64_t refs, int max_depth, uint64_t max_count) {
     std::vector<std::pair<std::string, Value>> out;
     const uint64_t n = below(max_count + 1);
-    for (uint64_t k = 0; k < n; ++k) out.emplace_back("k" + std::to_string(k) + text(), value(refs, 0, max_depth));
+    for (uint64_t k = 0; k < n; ++k) {
+      std::string name = "k" + std::to_string(k) + text();
+      out.emplace_back(std::move(name), value(refs, 0, max_depth));
+    }
     return out;
   }
 
