@@ -1,6 +1,7 @@
 // The readable forms of a captured graph: FX-like text and typed JSON.
 #include "aotcache/graph_text.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -65,9 +66,10 @@ void json_string(std::string_view s, std::string* out) {
 std::string float_text(double f) {
   if (std::isnan(f)) return "nan";
   if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
+  // The shortest text that reads back to the same double, as Python's repr: 1e-05, not 1.0000000000000001e-05.
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", f);
-  std::string s = buf;
+  const auto end = std::to_chars(buf, buf + sizeof buf, f).ptr;
+  std::string s(buf, end);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
 }

@@ -53,17 +53,18 @@ TEST(GraphText, ValuesPrintAsPythonWouldWithNodeNames) {
   b.name = "getitem";
   b.target_kind = TargetKind::kOperator;
   b.target = "operator.getitem";
-  b.args = {Value::node_ref(0),
-            Value::tuple({Value::slice(Value::none(), Value::integer(-1), Value::none()), Value::ellipsis(),
-                          Value::floating(1.0), Value::string("it's\n\xff"), Value::torch_enum("dtype", "bfloat16"),
-                          Value::dict({Value::string("k"), Value::list({Value::boolean(true)})})})};
+  b.args = {Value::node_ref(0), Value::tuple({Value::slice(Value::none(), Value::integer(-1), Value::none()),
+                                              Value::ellipsis(), Value::floating(1.0), Value::floating(1e-05),
+                                              Value::string("it's\n\xff"), Value::torch_enum("dtype", "bfloat16"),
+                                              Value::dict({Value::string("k"), Value::list({Value::boolean(true)})})})};
   cg.graph.nodes = {a, b};
-  EXPECT_EQ(graph_to_text(cg),
-            "inputs:\n"
-            "graph():\n"
-            "  %a = placeholder[a]()\n"
-            "  %getitem = call_function[operator.getitem](%a, (slice(None, -1, None), ..., 1.0, 'it\\'s\\x0a\\xff', "
-            "torch.bfloat16, {'k': [True]}))\n");
+  EXPECT_EQ(
+      graph_to_text(cg),
+      "inputs:\n"
+      "graph():\n"
+      "  %a = placeholder[a]()\n"
+      "  %getitem = call_function[operator.getitem](%a, (slice(None, -1, None), ..., 1.0, 1e-05, 'it\\'s\\x0a\\xff', "
+      "torch.bfloat16, {'k': [True]}))\n");
   // Invalid UTF-8 becomes \u00XX in JSON, so the output is always valid JSON.
   EXPECT_NE(graph_to_json(cg).find("\"it's\\u000a\\u00ff\""), std::string::npos) << graph_to_json(cg);
 }
