@@ -1,5 +1,6 @@
 // The graph format (docs/graph-format.md): a captured graph (IR plus its inputs' metadata, optionally the bytes of
 // its constants) as versioned, sectioned, little-endian bytes that a later process or the CLI can read back.
+// Every function here is pure (no shared state): safe to call from any thread.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,8 @@ struct SerializeOptions {
 
 // InvalidArgument on a graph the reader would refuse: a node reference that does not point to an earlier node of
 // the same graph, an odd-length dict, a slice without three items, a value kind or enum outside the IR, nesting
-// or node counts beyond the bounds above, a constant whose bytes do not hash to its digest. Nothing else fails.
+// or node counts beyond the bounds above, a constant whose bytes do not hash to its digest, a string or list
+// longer than the format's u32 lengths. Nothing else fails.
 Result<std::string> serialize_graph(const CapturedGraph& graph, const SerializeOptions& options = {});
 
 struct DeserializeOptions {
