@@ -44,12 +44,12 @@ test-python: install
 test: lint test-cpp test-python
 
 lint: setup
-	clang-format --dry-run --Werror $$(find include src fuzz python/bindings -name '*.h' -o -name '*.cc')
+	clang-format --dry-run --Werror $$(find include src fuzz python/bindings bench/cpp -name '*.h' -o -name '*.cc')
 	$(VENV)/bin/ruff format --check python tests bench scripts
 	$(VENV)/bin/ruff check python tests bench scripts
 
 format: setup
-	clang-format -i $$(find include src fuzz python/bindings -name '*.h' -o -name '*.cc')
+	clang-format -i $$(find include src fuzz python/bindings bench/cpp -name '*.h' -o -name '*.cc')
 	$(VENV)/bin/ruff format python tests bench scripts
 
 FUZZ_BUILD   := build/fuzz

@@ -37,7 +37,13 @@ Result<std::string> encode_entry(const Entry& entry, PayloadCompression compress
 // Unsupported on a newer format version. Never crashes on arbitrary bytes.
 Result<Entry> decode_entry(std::string_view bytes);
 
+// The metadata of an entry from the first bytes of its file, WITHOUT verifying the checksum: for ranking entries
+// (eviction by compile seconds saved) where reading whole files would cost too much. Never trust it for more.
+// Corruption when the prefix does not reach the metadata or does not parse.
+Result<Value> peek_entry_metadata(std::string_view prefix);
+
 // A metadata field, or `fallback` when it is absent or of another kind.
 double entry_metadata_number(const Entry& entry, const std::string& field, double fallback);
+double metadata_number(const Value& metadata, const std::string& field, double fallback);
 
 }  // namespace aotcache

@@ -54,7 +54,7 @@ struct Value {
   bool operator==(const Value&) const = default;
 };
 
-// Metadata of a tensor: a graph input or a constant. Sizes and strides are concrete in this version.
+// Metadata of a tensor: a graph input or a constant.
 struct TensorMeta {
   std::string dtype;   // "float32"
   std::string device;  // "cpu", "cuda:1": the index is in the code Inductor generates
@@ -66,7 +66,14 @@ struct TensorMeta {
   bool is_pinned = false;
   std::string tensor_type = "Tensor";  // "Tensor" or "Parameter"; subclasses do not reach the IR
   bool is_inference = false;           // created under inference_mode: AOTAutograd treats it differently
+  // A graph input with symbolic sizes (dynamic shapes): every size and stride as an expression over the graph's
+  // size symbols, numbered by first appearance ("s0", "2*s0", "8"); these replace sizes/strides/storage_offset
+  // (which then hold the example's values) in the key. Empty for a static tensor.
+  std::vector<std::string> size_exprs;
+  std::vector<std::string> stride_exprs;
+  std::string storage_offset_expr;
 
+  bool is_symbolic() const { return !size_exprs.empty(); }
   bool operator==(const TensorMeta&) const = default;
 };
 

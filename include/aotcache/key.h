@@ -56,6 +56,11 @@ struct CacheKey {
 // point to an earlier node, an odd-length dict) and never on well-formed input.
 Result<CacheKey> compute_key(const KeyInputs& inputs);
 
+// The key of one compiled candidate of a symbolic graph: `key` plus a "guards" component holding the canonical
+// guard expressions the compile produced (docs/guard-format.md). Several candidates share the key of the graph; a
+// lookup picks the first whose guards hold for the actual sizes.
+CacheKey with_guards(const CacheKey& key, const std::vector<std::string>& guards);
+
 // The digest a component named `name` with canonical encoding `encoded` has in a manifest.
 std::string component_digest(const std::string& name, std::string_view encoded);
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +36,27 @@ Result<uint64_t> parse_size(const std::string& text);
 // "30s", "15m", "12h", "7d", "2w" -> seconds. InvalidArgument otherwise.
 Result<int64_t> parse_age(const std::string& text);
 
+// Which entries a size bound evicts first. kLru: least recently used. kSavedPerByte: lowest
+// compile_seconds / file bytes / (1 + days since last use), so cheap-to-recompile large entries go first.
+enum class EvictionPolicy { kLru, kSavedPerByte };
+// "lru" or "saved-per-byte"; InvalidArgument otherwise.
+Result<EvictionPolicy> parse_eviction_policy(const std::string& text);
+// $AOTCACHE_EVICTION, or kLru when unset or empty; InvalidArgument for another value.
+Result<EvictionPolicy> eviction_policy_from_environment();
+
+// The entry files' total, as kept by the size ledger (docs/store-layout.md §7).
+struct StoreSize {
+  uint64_t bytes = 0;
+  uint64_t entries = 0;
+};
+
+// Called as a long operation advances: `done` of `total` items.
+using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+
+// Bound of quarantine/: the oldest quarantined files are dropped beyond either limit.
+constexpr size_t k_quarantine_max_files = 32;
+constexpr uint64_t k_quarantine_max_bytes = 256ULL << 20;
+
 // True for a 64-digit lowercase hex string: the only key spelling the store accepts (no path tricks).
 bool is_valid_key_hex(const std::string& key_hex);
 
@@ -44,21 +66,47 @@ class LocalStore {
   // `fs` must outlive the store.
   static Result<std::unique_ptr<LocalStore>> open(const std::string& dir, FileSystem* fs = default_file_system());
 
-  // nullopt on a miss. Corruption when the stored bytes fail their checks: the caller decides to remove it.
+  // nullopt on a miss; a hit marks the entry used (mtime, best effort). Corruption when the stored bytes fail their
+  // checks: the file is then moved to quarantine/ (best effort, counted as `corrupt`), so it is never served and
+  // the next lookup is a miss. Unsupported (a newer format) leaves the file alone.
   Result<std::optional<Entry>> get(const std::string& key_hex);
-  // Atomic: a concurrent reader sees no entry or the whole entry. Then, with a size bound set, evicts the least
-  // recently used entries until the directory is back under 90% of the bound (counted as `evictions`).
+  // Like get, without side effects: OK for a valid entry, NotFound, Corruption or Unsupported. For `verify`.
+  Status check_entry(const std::string& key_hex);
+  // The entry file's bytes, unverified (for export, which verifies them); nullopt when absent.
+  Result<std::optional<std::string>> read_entry_file(const std::string& key_hex);
+  // Atomic: a concurrent reader sees no entry or the whole entry. The data is written to a temp file first, then
+  // renamed into place under the size ledger's lock. With a size bound set and the ledger over it, evicts entries
+  // (policy below) until the directory is back under 90% of the bound (counted as `evictions`). On failure: an
+  // IOError naming the entry and the cause (errno's text), no entry, no temp file, the ledger unchanged.
   Status put(const Entry& entry);
-  // Entries are ranked for eviction by last use: a hit marks its entry used (mtime). 0 = unbounded.
+  // Stores already encoded entry bytes exactly, after decode_entry accepts them (checksum, manifest hashes to the
+  // key). Returns the key. Corruption or Unsupported for bytes that fail, and nothing is written. For import.
+  Result<std::string> put_encoded(std::string_view bytes);
+  // A hit marks its entry used (mtime). 0 = unbounded.
   void set_max_size(uint64_t bytes) { max_size_ = bytes; }
   uint64_t max_size() const { return max_size_; }
-  // Removes entries unused for `older_than_seconds` (when > 0), then least recently used entries until the total
-  // is at most `target_bytes` (when > 0). Returns the number removed.
-  Result<uint64_t> prune(uint64_t target_bytes, int64_t older_than_seconds);
+  // Default: eviction_policy_from_environment() at open (kLru when invalid).
+  void set_eviction_policy(EvictionPolicy policy) { policy_ = policy; }
+  EvictionPolicy eviction_policy() const { return policy_; }
+  // Removes entries unused for `older_than_seconds` (when > 0), then entries in eviction order until the total is
+  // at most `target_bytes` (when > 0). Re-syncs the size ledger from the scan. Returns the number removed.
+  Result<uint64_t> prune(uint64_t target_bytes, int64_t older_than_seconds, const ProgressFn& progress = {});
   Status remove(const std::string& key_hex);
   Result<std::vector<EntryInfo>> list();
-  // Removes every entry and the graph index; keeps the counters.
-  Status clear();
+  // Removes every entry and the graph index; keeps the counters and the quarantine.
+  Status clear(const ProgressFn& progress = {});
+
+  // Moves the entry file to quarantine/<19-digit unix nanoseconds>-<key>.aotc (dropping the oldest quarantined files
+  // beyond k_quarantine_max_files / k_quarantine_max_bytes) and counts `corrupt`. Returns the new path; NotFound when
+  // the entry is absent.
+  Result<std::string> quarantine(const std::string& key_hex);
+  // Files in quarantine/ (name = "<unix ns>-<key>.aotc"), oldest first.
+  Result<std::vector<DirEntry>> list_quarantine();
+
+  // The size ledger's total (no scan), re-synced by a scan when the ledger is missing, unreadable or older than a
+  // day. `scan_size()` always scans and rewrites the ledger (prune, verify).
+  Result<StoreSize> size();
+  Result<StoreSize> scan_size();
 
   // Keys of stored entries whose `graph` component has this digest (64 hex), newest first: the entries a miss
   // can be explained against. Index records of removed entries are dropped on the way.
@@ -78,10 +126,21 @@ class LocalStore {
   std::string graph_index_dir(const std::string& graph_digest_hex) const;
 
   Status remove_stale_temp_files();
+  Status put_bytes(const std::string& key_hex, const std::string& bytes, const Manifest& manifest);
+  // REQUIRES: the ledger lock is held by this process.
+  Result<StoreSize> read_ledger_unlocked(bool* fresh);
+  Status write_ledger_unlocked(const StoreSize& size);
+  Result<StoreSize> scan_size_unlocked();
+  Status remove_unlocked(const std::string& key_hex, StoreSize* size);
+  Result<uint64_t> prune_unlocked(uint64_t target_bytes, int64_t older_than_seconds, const ProgressFn& progress);
+  Status bound_quarantine_unlocked();
+  Result<std::unique_ptr<FileLock>> lock_ledger();
 
   std::string dir_;
   FileSystem* fs_;
   uint64_t max_size_ = 0;
+  EvictionPolicy policy_ = EvictionPolicy::kLru;
+  int64_t ledger_synced_unix_ = 0;  // of the ledger last read or written, under its lock
 };
 
 }  // namespace aotcache

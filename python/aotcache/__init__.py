@@ -3,6 +3,7 @@
     model = torch.compile(model, backend="aotcache")
 
 Configuration: AOTCACHE_DIR, AOTCACHE_DISABLE, AOTCACHE_SALT, or `aotcache.configure(...)`.
+Custom ops: `aotcache.register_op_version("ns::op", "2")` pins an op's implementation into the key.
 """
 
 from aotcache._core import __version__
@@ -11,13 +12,28 @@ from aotcache.counters import snapshot as stats
 from aotcache.settings import Settings, configure
 from aotcache.settings import current as current_settings
 
-__all__ = ["__version__", "Settings", "configure", "current_settings", "stats", "reset_stats", "backend"]
+__all__ = [
+    "__version__",
+    "Settings",
+    "configure",
+    "current_settings",
+    "stats",
+    "reset_stats",
+    "aotcache_backend",
+    "register_op_version",
+    "unregister_op_version",
+]
 
 
 def __getattr__(name: str):
-    # The backend imports torch; keep `import aotcache` light until it is needed.
-    if name == "backend":
+    # The backend imports torch; keep `import aotcache` light until it is needed. (Not named `backend`: that is the
+    # submodule aotcache.backend, which shadows a package attribute of the same name once imported.)
+    if name == "aotcache_backend":
         from aotcache.backend import aotcache_backend
 
         return aotcache_backend
+    if name in ("register_op_version", "unregister_op_version"):
+        from aotcache import op_pins
+
+        return getattr(op_pins, name)
     raise AttributeError(name)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from aotcache import _core, capture, compiler, counters, global_state, settings
+from aotcache import _core, capture, compiler, counters, global_state, guarded, settings, symbolic
 from aotcache.errors import Bypass
 
 log = logging.getLogger("aotcache")
@@ -67,9 +67,14 @@ def aotcache_backend(
     store = _open_store(cfg.cache_dir)
     if store is not None:
         store.set_max_size(cfg.max_size)
+    if opts.get("freezing", torch._inductor.config.freezing):
+        freezing = Bypass("freezing", "Inductor freezing bakes parameter values into the compiled code")
+        return _compile_bypassed(gm, example_inputs, opts, freezing, store)
     try:
-        graph = capture.capture_graph(gm)
-        inputs = capture.capture_inputs(example_inputs)
+        fakes = symbolic.symbolic_placeholders(gm, example_inputs)
+        table = symbolic.build_table(fakes) if fakes is not None else None
+        graph = capture.capture_graph(gm, table)
+        inputs = capture.capture_inputs(example_inputs, fakes, table)
         verdict = _core.check_graph(graph)
         if verdict is not None:
             raise Bypass(*verdict)
@@ -92,9 +97,11 @@ def aotcache_backend(
         return _compile_bypassed(gm, example_inputs, opts, Bypass("store_unavailable", cfg.cache_dir), None)
     t_key = time.perf_counter()
 
+    if table:
+        return _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, key, t_start, t_key)
     fn, writable = _try_hit(store, key, t_start, t_key)
     if fn is not None:
-        return fn
+        return _adapt_to_graph(fn, gm)
     return _compile_and_store(gm, example_inputs, opts, store, key, writable, t_start, t_key, (graph, inputs))
 
 
@@ -110,12 +117,12 @@ def _try_hit(
         counters.record({"errors": 1, "error.incompatible_entry": 1}, store)
         return None, False
     except _core.CorruptEntryError as e:
+        # The store has moved it to quarantine/ (counted there as `corrupt`).
         log.warning("entry %s is corrupt, recompiling: %s", key.hex[:16], e)
         counters.record({"errors": 1, "error.corrupt_entry": 1}, store)
-        _remove_quietly(store, key.hex)
         return None, True
     except _core.CacheError as e:
-        log.warning("cannot read entry %s, recompiling: %s", key.hex[:16], e)
+        counters.warn_once("store_read", "cannot read entry %s, recompiling: %s", key.hex[:16], e)
         counters.record({"errors": 1, "error.store_read": 1}, store)
         return None, True
     if entry is None:
@@ -148,6 +155,27 @@ def _try_hit(
         _ms(t_load - t_start),
     )
     return fn, True
+
+
+def _adapt_to_graph(fn: Callable, gm: torch.fx.GraphModule) -> Callable:
+    """A loaded artifact is the inner compiled function; give it the calling convention of `gm` as compile_fx did:
+    - it takes the graph module's parameters and buffers first, as AOTAutograd lifted them at compile time (a graph
+      handed over with nn modules in it): pass the live ones, so updated weights are used;
+    - it returns a sequence even when the graph returns a single value (graphs not captured by Dynamo): unwrap."""
+    state = [
+        *dict(gm.named_parameters(remove_duplicate=False)).values(),
+        *dict(gm.named_buffers(remove_duplicate=False)).values(),
+    ]
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    single = not isinstance(output.args[0], (tuple, list))
+    if not state and not single:
+        return fn
+
+    def adapted(*args: Any) -> Any:
+        out = fn(*state, *args)
+        return out[0] if single else out
+
+    return adapted
 
 
 def _compile_and_store(
@@ -190,7 +218,7 @@ def _compile_and_store(
         try:
             delta["bytes_written"] = store.put(key, payload, metadata, _serialized_graph(captured))
         except _core.CacheError as e:
-            log.warning("cannot store entry %s (the compile is used anyway): %s", key.hex[:16], e)
+            counters.warn_once("store_write", "cannot store entry %s (the compile is used anyway): %s", key.hex[:16], e)
             delta.update({"errors": 1, "error.store_write": 1})
     t_end = time.perf_counter()
     counters.record(delta, store)
@@ -259,6 +287,109 @@ def _serialized_graph(captured) -> bytes:
     except _core.CacheError as e:  # the entry is useful without its graph: never fail the store for it
         log.debug("cannot serialize the graph: %s", e)
         return b""
+
+
+def _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, key, t_start, t_key) -> Callable:
+    """A symbolic graph: the key holds an index of guarded candidates; the first whose guards hold is a hit, none
+    is a guard miss, and the new compile is added beside the others."""
+    candidates: list[dict[str, Any]] = []
+    try:
+        index_entry = store.get(key.hex)
+        if index_entry is not None:
+            candidates = guarded.decode_index(index_entry.payload)
+    except (_core.CacheError, ValueError) as e:
+        log.warning("guard index %s is unreadable, recompiling: %s", key.hex[:16], e)
+        counters.record({"errors": 1, "error.guard_index": 1}, store)
+    rejected: list[str] = []
+    if candidates:
+        choice, rejected = guarded.select(candidates, table)
+        if choice is not None:
+            fn = _load_candidate(store, candidates[choice], gm, table, t_start, t_key)
+            if fn is not None:
+                return fn
+    t_compile = time.perf_counter()
+    try:
+        fn, payload = compiler.compile_serializable(gm, example_inputs, opts, symbolic_inputs=fakes)
+    except Bypass as b:
+        compiled = getattr(b, "compiled", None)
+        if compiled is None:
+            return _compile_bypassed(gm, example_inputs, opts, b, store)
+        counters.record({"bypasses": 1, f"bypass.{b.code}": 1}, store)
+        log.info("bypass reason=%s: %s", b.code, b.message)
+        return compiled
+    compile_s = time.perf_counter() - t_compile
+    guards = symbolic.compile_guards(table)
+    candidate_key = _core.with_guards(key, guards)
+    cause = "guards" if candidates else "new_graph"
+    delta = {"misses": 1, f"miss.{cause}": 1, "compile_us": int(compile_s * 1e6)}
+    metadata = {
+        "compile_seconds": compile_s,
+        "created_unix": int(time.time()),
+        "producer": f"aotcache {_core.__version__}",
+        "torch": str(torch.__version__),
+        "payload_kind": "inductor_aot_artifact",
+    }
+    try:
+        delta["bytes_written"] = store.put(candidate_key, payload, metadata)
+        # Read-modify-write of the index: a concurrent writer may drop one candidate (a later miss re-adds it).
+        candidates = [c for c in candidates if c["key"] != candidate_key.hex]
+        candidates.append({"key": candidate_key.hex, "guards": guards})
+        index_meta = {"created_unix": int(time.time()), "payload_kind": guarded.INDEX_KIND, "compile_seconds": 0.0}
+        store.put(key, guarded.encode_index(candidates), index_meta)
+    except _core.CacheError as e:
+        log.warning("cannot store entry %s (the compile is used anyway): %s", candidate_key.hex[:16], e)
+        delta.update({"errors": 1, "error.store_write": 1})
+    counters.record(delta, store)
+    log.info(
+        "miss key=%s guards=%d compile=%s total=%s (%s%s)",
+        candidate_key.hex[:16],
+        len(guards),
+        _ms(compile_s),
+        _ms(time.perf_counter() - t_start),
+        "no candidate's guards hold" if candidates[:-1] else "no stored entry for this graph",
+        ": " + "; ".join(rejected[:3]) if rejected else "",
+    )
+    return fn
+
+
+def _load_candidate(store, candidate: dict[str, Any], gm, table, t_start: float, t_key: float) -> Callable | None:
+    try:
+        entry = store.get(candidate["key"])
+    except _core.CacheError as e:
+        log.warning("cannot read entry %s, recompiling: %s", candidate["key"][:16], e)
+        counters.record({"errors": 1, "error.store_read": 1}, store)
+        return None
+    if entry is None:  # evicted since the index was written
+        return None
+    t_lookup = time.perf_counter()
+    try:
+        fn = compiler.load_serialized(entry.payload)
+        guarded.install(candidate["guards"], table)
+    except Exception as e:
+        log.warning("entry %s could not be loaded, recompiling: %r", candidate["key"][:16], e)
+        counters.record({"errors": 1, "error.load_failed": 1}, store)
+        return None
+    t_load = time.perf_counter()
+    saved = float(entry.metadata.get("compile_seconds", 0.0)) if isinstance(entry.metadata, dict) else 0.0
+    counters.record(
+        {
+            "hits": 1,
+            "bytes_read": len(entry.payload),
+            "saved_us": int(saved * 1e6),
+            "load_us": int((t_load - t_lookup) * 1e6),
+        },
+        store,
+    )
+    log.info(
+        "hit key=%s guards=%d key_time=%s lookup=%s load=%s total=%s",
+        candidate["key"][:16],
+        len(candidate["guards"]),
+        _ms(t_key - t_start),
+        _ms(t_lookup - t_key),
+        _ms(t_load - t_lookup),
+        _ms(t_load - t_start),
+    )
+    return _adapt_to_graph(fn, gm)
 
 
 def _compile_bypassed(gm, example_inputs, opts, bypass: Bypass, store) -> Callable:

@@ -16,10 +16,10 @@ import torch
 import torch.fx
 from torch.fx.immutable_collections import immutable_dict, immutable_list
 
-from aotcache import _core
+from aotcache import _core, op_pins
+from aotcache.code_digest import Unhashable, function_digest
 from aotcache.errors import Bypass
-
-_ATEN_NAMESPACES = {"aten", "prims"}
+from aotcache.symbolic import SymbolTable
 
 # Node meta that can change what AOTAutograd and Inductor produce: keyed.
 SEMANTIC_META = ("custom", "recompute", "ac_graph_id", "partitioner_tag")
@@ -76,6 +76,28 @@ def tensor_meta(t: torch.Tensor, what: str) -> _core.TensorMeta:
     )
 
 
+def _symbolic_tensor_meta(real: torch.Tensor, fake: torch.Tensor, table: SymbolTable, what: str) -> _core.TensorMeta:
+    """A static TensorMeta of the example (its sizes are not keyed) carrying the symbolic shape's expressions."""
+    base = tensor_meta(real, what)
+    if not any(isinstance(d, torch.SymInt) for d in (*fake.shape, *fake.stride(), fake.storage_offset())):
+        return base  # a static input of a symbolic graph
+    return _core.TensorMeta(
+        base.dtype,
+        str(real.device),
+        list(real.shape),
+        list(real.stride()),
+        real.storage_offset(),
+        real.requires_grad,
+        _name(real.layout),
+        real.device.type == "cpu" and real.is_pinned(),
+        "Parameter" if isinstance(real, torch.nn.Parameter) else "Tensor",
+        real.is_inference(),
+        size_exprs=[table.render(d) for d in fake.shape],
+        stride_exprs=[table.render(d) for d in fake.stride()],
+        storage_offset_expr=table.render(fake.storage_offset()),
+    )
+
+
 _names: dict[Any, str] = {}
 
 
@@ -87,12 +109,20 @@ def _name(torch_constant: Any) -> str:
     return name
 
 
-def capture_inputs(example_inputs: Sequence[Any]) -> list:
-    """One entry per graph input: a TensorMeta, or the int/float/bool value itself."""
+def capture_inputs(
+    example_inputs: Sequence[Any], fakes: Sequence[Any] | None = None, table: SymbolTable | None = None
+) -> list:
+    """One entry per graph input: a TensorMeta, or the int/float/bool value itself. For a symbolic graph, `fakes`
+    are the placeholders' fake values and `table` its canonical symbols: symbolic sizes enter as expressions."""
     out: list = []
     for i, x in enumerate(example_inputs):
-        if isinstance(x, torch.Tensor):
+        fake = fakes[i] if fakes is not None else None
+        if table and isinstance(fake, torch.Tensor) and isinstance(x, torch.Tensor):
+            out.append(_symbolic_tensor_meta(x, fake, table, f"input {i}"))
+        elif isinstance(x, torch.Tensor):
             out.append(tensor_meta(x, f"input {i}"))
+        elif table and isinstance(x, torch.SymInt):
+            out.append(_core.SymExpr(table.render(x)))
         elif isinstance(x, _SYMBOLIC):
             raise Bypass("dynamic_shapes", f"input {i} is a symbolic {type(x).__name__}; not supported yet")
         elif type(x) in (int, float, bool):
@@ -119,7 +149,7 @@ def _classify_function(target: Any) -> tuple[str, str]:
 def _classify_uncached(target: Any) -> tuple[str, str]:
     if isinstance(target, torch._ops.OpOverload):
         name = f"{target.namespace}::{target._opname}.{target._overloadname}"
-        return ("aten_op" if target.namespace in _ATEN_NAMESPACES else "custom_op"), name
+        return ("aten_op" if target.namespace in op_pins.TORCH_OP_NAMESPACES else "custom_op"), name
     if isinstance(target, torch._ops.HigherOrderOperator):
         return "higher_order_op", f"torch.ops.higher_order.{target.name()}"
     module = getattr(target, "__module__", None) or ""
@@ -136,8 +166,9 @@ def _classify_uncached(target: Any) -> tuple[str, str]:
 class _ArgNormalizer:
     """Maps FX argument values to the plain and tagged values the IR binding accepts."""
 
-    def __init__(self, positions: dict[torch.fx.Node, int]):
+    def __init__(self, positions: dict[torch.fx.Node, int], table: SymbolTable | None = None):
         self._positions = positions
+        self._table = table
 
     def __call__(self, value: Any, node: torch.fx.Node) -> Any:
         """`node` is the node whose arguments are being normalized: named in a bypass."""
@@ -165,8 +196,18 @@ class _ArgNormalizer:
             return _core.TorchEnum("memory_format", _strip_torch(str(value)))
         if isinstance(value, enum.Enum):  # e.g. torch.utils.checkpoint.CheckpointPolicy: stable by class and name
             return _core.TorchEnum(f"{t.__module__}.{t.__qualname__}", value.name)
+        if isinstance(value, torch._ops.OpOverload):  # e.g. the op an auto_functionalized node runs
+            kind, name = _classify_function(value)
+            if kind == "aten_op":
+                return _core.TorchEnum("op", name)
+            pin = op_pins.op_pin(value)
+            if pin is None:
+                raise Bypass("custom_op_unpinned", _unpinned_message(node, name))
+            return _core.TorchEnum("custom_op", f"{name} {pin}")
+        if self._table and isinstance(value, torch.SymInt):
+            return _core.SymExpr(self._table.render(value))
         if isinstance(value, _SYMBOLIC):
-            raise Bypass("dynamic_shapes", f"node {node.name} has a symbolic argument; not supported yet")
+            raise Bypass("dynamic_shapes", f"node {node.name} has a symbolic argument of no graph input's symbols")
         raise Bypass("unencodable_value", f"node {node.name} has an argument of type {t.__module__}.{t.__qualname__}")
 
 
@@ -188,8 +229,21 @@ def _semantic_meta(node: torch.fx.Node, normalize: _ArgNormalizer) -> dict[str, 
 IGNORED_GRAPH_META = frozenset({"dynamo_flat_name_to_original_fqn", "dynamo_compile_id", "backend_id"})
 
 
-def capture_graph(gm: torch.fx.GraphModule) -> _core.Graph:
-    """The IR of `gm`: nodes in order, referred to by position."""
+def _unpinned_message(node: torch.fx.Node, op_name: str) -> str:
+    qualname = op_name.rsplit(".", 1)[0]
+    return (
+        f"node {node.name} calls custom op {op_name}, whose implementation is not pinned into the key: call "
+        f'aotcache.register_op_version("{qualname}", "<version>") and bump the version when it changes, or define '
+        "it with torch.library.custom_op (with its functions' source available) so aotcache can digest it"
+    )
+
+
+# GraphModule.meta of a higher-order op's body that aotcache pins into the key (see _subgraph_meta).
+_CHECKPOINT_CONTEXT_FN = "_checkpoint_context_fn"
+
+
+def capture_graph(gm: torch.fx.GraphModule, table: SymbolTable | None = None) -> _core.Graph:
+    """The IR of `gm`: nodes in order, referred to by position; higher-order-op bodies as nested graphs."""
     if hasattr(gm, "saved_tensors_hooks_pack_0"):
         raise Bypass("saved_tensors_hooks", "saved-tensor hooks are active; their code is not in the key")
     unknown = gm.meta.keys() - IGNORED_GRAPH_META
@@ -197,38 +251,138 @@ def capture_graph(gm: torch.fx.GraphModule) -> _core.Graph:
         raise Bypass(
             "unknown_graph_meta", f"the graph module carries meta {sorted(unknown)} that aotcache does not know"
         )
+    return _capture(gm, "", {}, table)
+
+
+def _capture(
+    gm: torch.fx.GraphModule, path: str, subgraphs: dict[int, tuple], table: SymbolTable | None = None
+) -> _core.Graph:
+    """`path` prefixes node names in bypass messages ("wrap_body_0/"); `subgraphs` memoizes bodies that several
+    get_attr nodes share (invoke_subgraph), by object identity within this one capture."""
     graph = _core.Graph()
     positions: dict[torch.fx.Node, int] = {}
-    normalize = _ArgNormalizer(positions)
+    normalize = _ArgNormalizer(positions, table)
     for node in gm.graph.nodes:
-        constant_meta = constant_bytes = None
+        constant_meta = constant_bytes = subgraph = None
+        pins: dict[str, Any] = {}
         if node.op in ("placeholder", "output"):
             kind, target = "none", str(node.target)
         elif node.op == "call_function":
             kind, target = _classify_function(node.target)
+            if kind == "custom_op":
+                pin = op_pins.op_pin(node.target)
+                if pin is not None:
+                    pins["aotcache.op_version"] = pin
         elif node.op == "call_method":
             kind, target = "tensor_method", str(node.target)
         elif node.op == "call_module":
             sub = gm.get_submodule(node.target)
             kind, target = "module", f"{type(sub).__module__}.{type(sub).__qualname__}"
+            encoded = _module_encoding(sub, f"node {path}{node.name}")
+            if encoded is not None:
+                pins["aotcache.module"] = encoded
         elif node.op == "get_attr":
             kind, target = "attribute", str(node.target)
             value = _fetch_attr(gm, node.target)
             if isinstance(value, torch.Tensor):
-                constant_meta = tensor_meta(value, f"node {node.name} (constant {node.target})")
+                constant_meta = tensor_meta(value, f"node {path}{node.name} (constant {node.target})")
                 constant_bytes = _tensor_bytes(value)
+            elif isinstance(value, torch.fx.GraphModule):
+                kind = "subgraph"
+                memo = subgraphs.get(id(value))
+                if memo is None:
+                    memo = subgraphs[id(value)] = (
+                        value,  # held so that id() stays unique while the memo lives
+                        _capture(value, f"{path}{node.name}/", subgraphs, table),
+                        _subgraph_meta(value, f"{path}{node.name}"),
+                    )
+                _, subgraph, body_pins = memo
+                pins.update(body_pins)
         else:
-            raise Bypass("unknown_node", f"node {node.name} has op {node.op}")
+            raise Bypass("unknown_node", f"node {path}{node.name} has op {node.op}")
         args = normalize(node.args, node)
         kwargs = {k: normalize(v, node) for k, v in node.kwargs.items()} if node.kwargs else {}
         meta = _semantic_meta(node, normalize) if node.meta else None
+        if pins:
+            meta = {**(meta or {}), **pins}
         try:
             positions[node] = graph.add_node(
-                node.name, node.op, kind, target, args, kwargs, constant_meta, constant_bytes, meta
+                node.name, node.op, kind, target, args, kwargs, constant_meta, constant_bytes, meta, subgraph
             )
         except _core.UnencodableError as e:
-            raise Bypass("unencodable_value", f"node {node.name} (target {target}): {e}") from None
+            raise Bypass("unencodable_value", f"node {path}{node.name} (target {target}): {e}") from None
     return graph
+
+
+def _subgraph_meta(body: torch.fx.GraphModule, where: str) -> dict[str, Any]:
+    """Pins for a higher-order op body's GraphModule.meta: a selective-checkpointing policy enters the key by a
+    stable digest (or the user's `cache_hash` on the context_fn, as torch accepts); unknown meta bypasses."""
+    unknown = body.meta.keys() - {_CHECKPOINT_CONTEXT_FN}
+    if unknown:
+        raise Bypass(
+            "unknown_graph_meta", f"subgraph {where} carries meta {sorted(unknown)} that aotcache does not know"
+        )
+    if _CHECKPOINT_CONTEXT_FN not in body.meta:
+        return {}
+    return {"aotcache.checkpoint_context_fn": _context_fn_pin(body.meta[_CHECKPOINT_CONTEXT_FN], where)}
+
+
+def _context_fn_pin(context_fn: Any, where: str) -> str:
+    cache_hash = getattr(context_fn, "cache_hash", None)
+    if cache_hash is not None:
+        return f"cache_hash:{cache_hash}"
+    try:
+        return f"source:{function_digest(context_fn)}"
+    except Unhashable as e:
+        raise Bypass(
+            "checkpoint_policy_unhashable",
+            f"the selective-checkpointing context_fn of {where} cannot be pinned into the key: {e}; set a "
+            "`cache_hash` attribute on it (bump it when the policy changes)",
+        ) from None
+
+
+_MODULE_SCALARS = (type(None), bool, int, float, str)
+
+
+def _module_encoding(module: torch.nn.Module, where: str) -> dict[str, Any] | None:
+    """A built-in torch.nn leaf module as data: its type, hyperparameters (public attributes), training flag, and
+    its parameters' and buffers' metadata. None for any other module (the rules bypass)."""
+    t = type(module)
+    if not t.__module__.startswith("torch.nn.modules.") or next(module.children(), None) is not None:
+        return None
+    if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
+        raise Bypass("module_hooks", f"{where} calls a module with hooks; their code is not part of the key")
+    hyper: dict[str, Any] = {"training": module.training}
+    for name, value in sorted(vars(module).items()):
+        if name.startswith("_") or name == "training":
+            continue
+        hyper[name] = _plain(value, f"{where}: attribute {name} of {t.__qualname__}")
+    # Parameters and buffers are inputs of the compiled code (AOTAutograd lifts them; a hit passes the live ones),
+    # so their metadata is keyed, not their values. Freezing, which would bake values in, bypasses (backend).
+    tensors: dict[str, Any] = {}
+    for kind, named in (("parameter", module.named_parameters()), ("buffer", module.named_buffers())):
+        for name, value in named:
+            meta = tensor_meta(value, f"{where}: {kind} {name}")
+            tensors[f"{kind}.{name}"] = (
+                meta.dtype,
+                tuple(meta.sizes),
+                tuple(value.stride()),
+                value.storage_offset(),
+                value.requires_grad,
+                str(value.device),
+                type(value).__name__,
+            )
+    return {"hyperparameters": hyper, "tensors": tensors}
+
+
+def _plain(value: Any, what: str) -> Any:
+    if type(value) in _MODULE_SCALARS:
+        return value
+    if type(value) in (tuple, list):
+        return tuple(_plain(v, what) for v in value)
+    if isinstance(value, (torch.dtype, torch.device)):
+        return str(value)
+    raise Bypass("unencodable_value", f"{what} is a {type(value).__module__}.{type(value).__qualname__}")
 
 
 def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> Any:

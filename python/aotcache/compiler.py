@@ -42,26 +42,73 @@ def _sandboxed_torch_caches() -> Iterator[None]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _is_torch_callable(target: Any) -> bool:
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return True
+    module = getattr(target, "__module__", None) or ""
+    return (module == "torch" or module.startswith("torch.")) and hasattr(target, "__name__")
+
+
+@contextlib.contextmanager
+def _torch_serialization_allowed(gm: torch.fx.GraphModule) -> Iterator[None]:
+    """Lets torch serialize graphs whose soundness aotcache's own key and rules establish but torch's cache check
+    refuses for lack of a key of its own: higher-order ops torch does not mark cacheable (cond, while_loop,
+    autograd_function_apply: their bodies are subgraphs encoded into aotcache's key by content), private torch
+    functions Dynamo puts in graphs (pinned by the torch version), and
+    selective-checkpointing policies without a `cache_hash` (pinned by aotcache's digest of their code). Torch's
+    cache is sandboxed during the compile, so the keys it computes here are never used to serve anything."""
+    from torch._functorch._aot_autograd import autograd_cache
+
+    # Everything the rules allowed that torch's check may refuse: higher-order ops and torch-package functions
+    # (private ones such as torch.amp.autocast_mode._enter_autocast included), by the name torch's check looks up.
+    allowed = {
+        f"{node.target.__module__}.{node.target.__name__}": torch.__version__
+        for module in gm.modules()
+        if isinstance(module, torch.fx.GraphModule)
+        for node in module.graph.nodes
+        if node.op == "call_function" and _is_torch_callable(node.target)
+    }
+    original_hash = autograd_cache._get_context_fn_cache_hash
+
+    def pinned_by_aotcache(context_fn: Any) -> str | None:
+        return original_hash(context_fn) or "pinned-by-aotcache-key"
+
+    with (
+        inductor_config.patch(
+            unsafe_marked_cacheable_functions={**inductor_config.unsafe_marked_cacheable_functions, **allowed}
+        ),
+        mock.patch.object(autograd_cache, "_get_context_fn_cache_hash", pinned_by_aotcache),
+    ):
+        yield
+
+
 def compile_serializable(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, Any]
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: dict[str, Any],
+    symbolic_inputs: Sequence[Any] | None = None,
 ) -> tuple[Callable[..., Any], bytes]:
     """Compiles `gm` and returns (callable, payload bytes).
+
+    A static graph is specialized on `example_inputs`. A symbolic graph (`symbolic_inputs`: the placeholders' fake
+    values) is compiled size-generic in Dynamo's own ShapeEnv, as backend="inductor" would: the guards the compile
+    adds land where Dynamo reads them.
 
     Raises `Bypass` with the compiled callable attached as `.compiled` when compiling worked but torch could not
     make the result serializable (its own cacheability check refused the graph).
     """
     if torch.compiler.config.force_disable_caches:
         raise Bypass("torch_caches_disabled", "torch.compiler.config.force_disable_caches is set")
-    with _sandboxed_torch_caches():
-        # Static graphs only (capture bypasses symbolic ones): specialize on the example inputs in a fresh fake
-        # mode. The ambient tracing context would re-fakify the inputs with new dynamic symbols (standalone_compile
-        # builds a new TracingContext without Dynamo's tensor_to_context), compiling size-generic code and adding
-        # guards to Dynamo's shape env that make its next recompile dynamic.
+    with _sandboxed_torch_caches(), _torch_serialization_allowed(gm):
+        # Static graphs: specialize on the example inputs in a fresh fake mode. The ambient tracing context would
+        # re-fakify real inputs with new dynamic symbols (standalone_compile builds a new TracingContext without
+        # Dynamo's tensor_to_context), compiling size-generic code and adding guards to Dynamo's shape env that make
+        # its next recompile dynamic. Symbolic graphs pass Dynamo's own fake values, so no new symbol is made.
         # standalone_compile hands `options` to compile_fx as keyword arguments: Inductor configs go in config_patches.
         artifact = torch._inductor.standalone_compile(
             gm,
-            list(example_inputs),
-            dynamic_shapes="from_example_inputs",
+            list(symbolic_inputs if symbolic_inputs is not None else example_inputs),
+            dynamic_shapes="from_tracing_context" if symbolic_inputs is not None else "from_example_inputs",
             options={"config_patches": dict(options)} if options else {},
             aot=True,
         )

@@ -16,6 +16,16 @@ log = logging.getLogger("aotcache")
 
 _lock = threading.Lock()
 _counters: collections.Counter[str] = collections.Counter()
+_warned: set[str] = set()
+
+
+def warn_once(kind: str, message: str, *args: Any) -> None:
+    """Logs a WARNING the first time this process meets an error `kind`, DEBUG after: a full disk or a read-only
+    directory is reported once, not at every compile (each occurrence is still counted)."""
+    with _lock:
+        first = kind not in _warned
+        _warned.add(kind)
+    log.log(logging.WARNING if first else logging.DEBUG, message + ("" if first else " (repeated)"), *args)
 
 
 def record(delta: dict[str, int], store: Any | None) -> None:
@@ -29,7 +39,7 @@ def record(delta: dict[str, int], store: Any | None) -> None:
             with _lock:
                 _counters["errors"] += 1
                 _counters["error.stats_write"] += 1
-            log.warning("could not update statistics in %s: %s", store.dir, e)
+            warn_once("stats_write", "could not update statistics in %s: %s", store.dir, e)
 
 
 def snapshot() -> dict[str, Any]:
@@ -53,3 +63,4 @@ def snapshot() -> dict[str, Any]:
 def reset() -> None:
     with _lock:
         _counters.clear()
+        _warned.clear()

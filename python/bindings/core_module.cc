@@ -14,10 +14,12 @@
 #include "aotcache/check.h"
 #include "aotcache/entry.h"
 #include "aotcache/graph_text.h"
+#include "aotcache/guard.h"
 #include "aotcache/key.h"
 #include "aotcache/serialize.h"
 #include "aotcache/store.h"
 #include "base/sha256.h"
+#include "env/fault_injecting_file_system.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -37,6 +39,11 @@ struct Slice {
   nb::object start, stop, step;
 };
 struct EllipsisTag {};
+
+// A symbolic integer expression over the graph's canonical size symbols ("2*s0").
+struct SymExpr {
+  std::string text;
+};
 
 // A Status crossing into Python. Translated to the exception class of its code.
 struct StatusError {
@@ -104,6 +111,7 @@ Value to_value(nb::handle h, int depth) {
     return Value::slice(to_value(s.start, depth + 1), to_value(s.stop, depth + 1), to_value(s.step, depth + 1));
   }
   if (nb::isinstance<EllipsisTag>(h)) return Value::ellipsis();
+  if (nb::isinstance<SymExpr>(h)) return Value::sym_expr(nb::cast<SymExpr&>(h).text);
   throw UnencodableValue{"cannot encode an object of type " +
                          nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o)))))};
 }
@@ -148,7 +156,9 @@ Manifest manifest_from_rows(const std::vector<std::tuple<std::string, std::strin
 
 TensorMeta make_tensor_meta(std::string dtype, std::string device, std::vector<int64_t> sizes,
                             std::vector<int64_t> strides, int64_t storage_offset, bool requires_grad,
-                            std::string layout, bool is_pinned, std::string tensor_type, bool is_inference) {
+                            std::string layout, bool is_pinned, std::string tensor_type, bool is_inference,
+                            std::vector<std::string> size_exprs, std::vector<std::string> stride_exprs,
+                            std::string storage_offset_expr) {
   TensorMeta m;
   m.dtype = std::move(dtype);
   m.device = std::move(device);
@@ -160,7 +170,39 @@ TensorMeta make_tensor_meta(std::string dtype, std::string device, std::vector<i
   m.is_pinned = is_pinned;
   m.tensor_type = std::move(tensor_type);
   m.is_inference = is_inference;
+  m.size_exprs = std::move(size_exprs);
+  m.stride_exprs = std::move(stride_exprs);
+  m.storage_offset_expr = std::move(storage_offset_expr);
   return m;
+}
+
+const char* guard_op_name(GuardOp op) {
+  switch (op) {
+    case GuardOp::kInt: return "int";
+    case GuardOp::kBool: return "bool";
+    case GuardOp::kSymbol: return "sym";
+    case GuardOp::kNeg: return "neg";
+    case GuardOp::kAdd: return "add";
+    case GuardOp::kSub: return "sub";
+    case GuardOp::kMul: return "mul";
+    case GuardOp::kFloorDiv: return "floordiv";
+    case GuardOp::kMod: return "mod";
+    case GuardOp::kPow: return "pow";
+    case GuardOp::kIntTrueDiv: return "int_truediv";
+    case GuardOp::kMin: return "min";
+    case GuardOp::kMax: return "max";
+    case GuardOp::kAbs: return "abs";
+    case GuardOp::kEq: return "eq";
+    case GuardOp::kNe: return "ne";
+    case GuardOp::kLt: return "lt";
+    case GuardOp::kLe: return "le";
+    case GuardOp::kGt: return "gt";
+    case GuardOp::kGe: return "ge";
+    case GuardOp::kAnd: return "and";
+    case GuardOp::kOr: return "or";
+    case GuardOp::kNot: return "not";
+  }
+  return "unknown";
 }
 
 NodeOp parse_op(const std::string& op) {
@@ -267,11 +309,13 @@ NB_MODULE(_core, m) {
   nb::class_<Slice>(m, "Slice")
       .def(nb::init<nb::object, nb::object, nb::object>(), "start"_a.none(), "stop"_a.none(), "step"_a.none());
   nb::class_<EllipsisTag>(m, "EllipsisTag").def(nb::init<>());
+  nb::class_<SymExpr>(m, "SymExpr").def(nb::init<std::string>(), "text"_a).def_ro("text", &SymExpr::text);
 
   nb::class_<TensorMeta>(m, "TensorMeta")
       .def(nb::new_(&make_tensor_meta), "dtype"_a, "device"_a, "sizes"_a, "strides"_a, "storage_offset"_a = 0,
            "requires_grad"_a = false, "layout"_a = "strided", "is_pinned"_a = false, "tensor_type"_a = "Tensor",
-           "is_inference"_a = false)
+           "is_inference"_a = false, "size_exprs"_a = std::vector<std::string>{},
+           "stride_exprs"_a = std::vector<std::string>{}, "storage_offset_expr"_a = "")
       .def_ro("dtype", &TensorMeta::dtype)
       .def_ro("sizes", &TensorMeta::sizes)
       .def_ro("requires_grad", &TensorMeta::requires_grad);
@@ -378,6 +422,61 @@ NB_MODULE(_core, m) {
   m.def(
       "graph_to_json", [](nb::bytes data) { return graph_to_json(parse_graph_bytes(data)); }, "data"_a,
       "The JSON form of serialized graph bytes. Raises CorruptEntryError or IncompatibleEntryError.");
+  m.def(
+      "select_guarded",
+      [](const std::vector<std::vector<std::string>>& candidates, const std::vector<int64_t>& sizes) {
+        // Each candidate's guards are parsed and evaluated here, in C++; text that does not parse rejects the
+        // candidate (with its reason), it is never evaluated any other way.
+        std::vector<std::string> rejected;
+        for (size_t i = 0; i < candidates.size(); ++i) {
+          auto set = GuardSet::parse(candidates[i]);
+          if (!set.ok()) {
+            rejected.push_back("candidate " + std::to_string(i) + " rejected: " + set.status().message());
+            continue;
+          }
+          auto failing = set->first_failing(sizes);
+          if (!failing.ok()) {
+            rejected.push_back("candidate " + std::to_string(i) + " rejected: " + failing.status().message());
+          } else if (!failing->has_value()) {
+            return std::make_pair(std::optional<size_t>(i), rejected);
+          } else {
+            rejected.push_back("candidate " + std::to_string(i) + ": " + candidates[i][**failing] + " is false");
+          }
+        }
+        return std::make_pair(std::optional<size_t>(), rejected);
+      },
+      "candidates"_a, "sizes"_a,
+      "(index of the first candidate whose guards all hold for `sizes` (s0, s1, ...) or None, reasons the others "
+      "were rejected).");
+  m.def(
+      "guard_tree",
+      [](const std::string& text) {
+        auto parsed = parse_guard(text);
+        if (!parsed.ok()) raise(parsed.status());
+        // Postfix -> nested tuples ("op", operand...) with leaves ("int", v), ("bool", b), ("sym", i).
+        std::vector<nb::object> stack;
+        for (const GuardNode& n : parsed->nodes()) {
+          const char* name = guard_op_name(n.op);
+          if (n.op == GuardOp::kInt || n.op == GuardOp::kSymbol) {
+            stack.push_back(nb::make_tuple(name, n.value));
+            continue;
+          }
+          if (n.op == GuardOp::kBool) {
+            stack.push_back(nb::make_tuple(name, n.value != 0));
+            continue;
+          }
+          nb::list items;
+          items.append(nb::str(name));
+          const size_t first = stack.size() - n.arity;
+          for (size_t k = first; k < stack.size(); ++k) items.append(stack[k]);
+          stack.resize(first);
+          stack.push_back(nb::tuple(items));
+        }
+        return stack.back();
+      },
+      "text"_a, "A guard's parsed form as nested tuples, for installing it into a ShapeEnv. Raises CacheError.");
+  m.def("with_guards", &with_guards, "key"_a, "guards"_a,
+        "The key of one compiled candidate of a symbolic graph: `key` plus a 'guards' component.");
 
   m.def(
       "differing_components",
@@ -404,6 +503,22 @@ NB_MODULE(_core, m) {
       .def_static(
           "open", [](const std::string& dir) { return unwrap(LocalStore::open(dir)); }, "dir"_a,
           "Opens (creating when missing) a cache directory. Raises CacheIOError.")
+      .def_static(
+          "open_with_fault",
+          [](const std::string& dir, const std::string& fault) {
+            // Test hook: the store runs over a fault-injecting file system that lives as long as the process
+            // (a few per test process; never used by the backend itself).
+            static std::vector<std::unique_ptr<FaultInjectingFileSystem>> k_file_systems;
+            auto parsed = unwrap(parse_fault(fault));
+            k_file_systems.push_back(std::make_unique<FaultInjectingFileSystem>(default_file_system()));
+            FaultInjectingFileSystem* fs = k_file_systems.back().get();
+            auto store = unwrap(LocalStore::open(dir, fs));
+            fs->set_fault(parsed);
+            return store;
+          },
+          "dir"_a, "fault"_a,
+          "For tests: opens the directory without faults, then injects `fault` into every later call (enospc, "
+          "erofs, eacces, fsync, rename, short_read, corrupt_read). Raises CacheError for an unknown fault.")
       .def_prop_ro("dir", &LocalStore::dir)
       .def("entry_path", &LocalStore::entry_path, "key"_a)
       .def(
@@ -461,5 +576,20 @@ NB_MODULE(_core, m) {
           "graph_digest"_a, "Keys of entries with this graph component digest, newest first.")
       .def(
           "add_counters", [](LocalStore& s, const Counters& delta) { check(s.add_counters(delta)); }, "delta"_a)
-      .def("read_counters", [](LocalStore& s) { return unwrap(s.read_counters()); });
+      .def("read_counters", [](LocalStore& s) { return unwrap(s.read_counters()); })
+      .def(
+          "size",
+          [](LocalStore& s) {
+            auto size = unwrap(s.size());
+            return std::make_pair(size.bytes, size.entries);
+          },
+          "(bytes, entries) of the entry files, from the size ledger (re-synced by a scan when stale).")
+      .def(
+          "quarantined",
+          [](LocalStore& s) {
+            std::vector<std::string> names;
+            for (const auto& f : unwrap(s.list_quarantine())) names.push_back(f.name);
+            return names;
+          },
+          "File names in quarantine/, oldest first.");
 }

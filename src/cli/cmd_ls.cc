@@ -14,12 +14,14 @@ int run_ls(const Invocation& inv) {
     *inv.err << "aotcache: " << entries.status().to_string() << "\n";
     return k_exit_failure;
   }
-  std::string sort = "age";
-  for (size_t k = 0; k + 1 < inv.args.size(); ++k) {
-    if (inv.args[k] == "--sort") sort = inv.args[k + 1];
-  }
-  if (sort != "age" && sort != "size" && sort != "saved") {
-    *inv.err << "usage: aotcache ls [--json] [--sort age|size|saved]\n";
+  const std::string sort = inv.option("--sort").value_or("age");
+  const std::string bad = inv.bad_option({"--json"}, {"--sort"});
+  if (!bad.empty() || !inv.positional().empty() || (sort != "age" && sort != "size" && sort != "saved")) {
+    *inv.err << "aotcache ls: "
+             << (!bad.empty()                ? bad
+                 : !inv.positional().empty() ? "unexpected argument " + inv.positional()[0]
+                                             : "unknown sort order '" + sort + "'")
+             << "\nusage: aotcache ls [--json] [--sort age|size|saved]\n";
     return k_exit_usage;
   }
   struct Row {

@@ -2,6 +2,7 @@
 #include <ostream>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 
 namespace aotcache::cli {
 
@@ -32,7 +33,10 @@ int run_prune(const Invocation& inv) {
     }
   }
   if (max_size == 0 && older_than == 0) max_size = inv.store->max_size();  // the configured bound
-  auto removed = inv.store->prune(max_size, older_than);
+  Progress progress(inv.err, "prune");
+  auto removed =
+      inv.store->prune(max_size, older_than, [&](uint64_t done, uint64_t total) { progress.update(done, total); });
+  progress.finish();
   if (!removed.ok()) {
     *inv.err << "aotcache: " << removed.status().to_string() << "\n";
     return k_exit_failure;

@@ -2,6 +2,7 @@
 #include <ostream>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 
 namespace aotcache::cli {
 
@@ -26,8 +27,15 @@ int run_rm(const Invocation& inv) {
 }
 
 int run_clear(const Invocation& inv) {
+  if (!inv.args.empty()) {
+    *inv.err << "aotcache clear: takes no arguments\nusage: aotcache clear\n";
+    return k_exit_usage;
+  }
   auto entries = inv.store->list();
-  Status s = entries.ok() ? inv.store->clear() : entries.status();
+  Progress progress(inv.err, "clear");
+  Status s = entries.ok() ? inv.store->clear([&](uint64_t done, uint64_t total) { progress.update(done, total); })
+                          : entries.status();
+  progress.finish();
   if (!s.ok()) {
     *inv.err << "aotcache: " << s.to_string() << "\n";
     return k_exit_failure;

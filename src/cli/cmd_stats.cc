@@ -7,6 +7,11 @@
 namespace aotcache::cli {
 
 int run_stats(const Invocation& inv) {
+  if (std::string bad = inv.bad_option({"--json", "--zero"}, {}); !bad.empty() || !inv.positional().empty()) {
+    *inv.err << "aotcache stats: " << (bad.empty() ? "unexpected argument" : bad)
+             << "\nusage: aotcache stats [--json] [--zero]\n";
+    return k_exit_usage;
+  }
   if (inv.flag("--zero")) {
     if (Status s = inv.store->zero_counters(); !s.ok()) {
       *inv.err << "aotcache: " << s.to_string() << "\n";
@@ -23,6 +28,8 @@ int run_stats(const Invocation& inv) {
   }
   uint64_t size = 0;
   for (const auto& e : *entries) size += e.size;
+  auto quarantined = inv.store->list_quarantine();
+  const int64_t quarantined_files = quarantined.ok() ? static_cast<int64_t>(quarantined->size()) : 0;
   Counters c = *counters;
   for (const char* base : {"hits", "misses", "bypasses", "errors"}) c.try_emplace(base, 0);
   if (inv.flag("--json")) {
@@ -30,6 +37,7 @@ int run_stats(const Invocation& inv) {
     w.begin_object().key("dir").string(inv.store->dir());
     w.key("entries").integer(static_cast<int64_t>(entries->size()));
     w.key("size_bytes").integer(static_cast<int64_t>(size));
+    w.key("quarantined_files").integer(quarantined_files);
     w.key("counters").begin_object();
     for (const auto& [name, value] : c) w.key(name).integer(value);
     w.end_object().end_object();
@@ -38,6 +46,7 @@ int run_stats(const Invocation& inv) {
   }
   *inv.out << "cache directory  " << inv.store->dir() << "\n";
   *inv.out << "entries          " << entries->size() << " (" << size << " bytes)\n";
+  if (quarantined_files > 0) *inv.out << "quarantined      " << quarantined_files << " files\n";
   for (const auto& [name, value] : c) {
     std::string label = name;
     label.resize(std::max<size_t>(label.size(), 16), ' ');

@@ -1,37 +1,61 @@
-// `aotcache verify [--fix]`: read and check every entry (checksum, format, manifest); --fix removes the bad ones.
-#include <unistd.h>
-
+// `aotcache verify [--fix]`: read and check every entry (checksum, format, manifest, key); --fix moves the bad ones
+// to quarantine/. Re-syncs the size ledger from the scan.
 #include <ostream>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 
 namespace aotcache::cli {
 
 int run_verify(const Invocation& inv) {
+  if (std::string bad = inv.bad_option({"--fix"}, {}); !bad.empty() || !inv.positional().empty()) {
+    *inv.err << "aotcache verify: " << (bad.empty() ? "unexpected argument" : bad)
+             << "\nusage: aotcache verify [--fix]\n";
+    return k_exit_usage;
+  }
   const bool fix = inv.flag("--fix");
   auto entries = inv.store->list();
   if (!entries.ok()) {
     *inv.err << "aotcache: " << entries.status().to_string() << "\n";
     return k_exit_failure;
   }
-  const bool progress = isatty(STDERR_FILENO) != 0 && entries->size() > 50;
-  size_t bad = 0, removed = 0, done = 0;
+  Progress progress(inv.err, "verify");
+  size_t bad = 0, quarantined = 0, newer = 0, done = 0;
   for (const auto& e : *entries) {
-    auto got = inv.store->get(e.key_hex);
-    if (!got.ok()) {
-      ++bad;
-      *inv.out << e.key_hex << "  " << got.status().to_string() << "\n";
-      if (fix && inv.store->remove(e.key_hex).ok()) ++removed;
+    Status s = inv.store->check_entry(e.key_hex);
+    progress.update(++done, entries->size());
+    if (s.ok() || s.code() == StatusCode::kNotFound) continue;  // removed meanwhile
+    if (s.code() == StatusCode::kUnsupported) {
+      ++newer;  // written by a newer aotcache: not ours to judge
+      continue;
     }
-    if (progress && (++done % 25 == 0 || done == entries->size())) {
-      *inv.err << "\rverifying " << done << "/" << entries->size() << std::flush;
+    ++bad;
+    std::string line = e.key_hex + "  " + s.to_string();
+    if (fix) {
+      auto moved = inv.store->quarantine(e.key_hex);
+      if (moved.ok()) {
+        ++quarantined;
+        line += "  -> " + *moved;
+      } else {
+        line += "  (cannot quarantine: " + moved.status().to_string() + ")";
+      }
+    }
+    progress.finish();
+    *inv.out << line << "\n";
+  }
+  progress.finish();
+  (void)inv.store->scan_size();  // verify is a full scan anyway: the ledger starts over exact
+  *inv.out << entries->size() << " entries checked, " << bad << " bad";
+  if (fix) *inv.out << ", " << quarantined << " quarantined";
+  if (newer > 0) *inv.out << ", " << newer << " of a newer format (left alone)";
+  *inv.out << "\n";
+  if (fix) {
+    auto q = inv.store->list_quarantine();
+    if (q.ok() && !q->empty()) {
+      *inv.out << "quarantine: " << q->size() << " files in " << inv.store->dir() << "/quarantine\n";
     }
   }
-  if (progress) *inv.err << "\n";
-  *inv.out << entries->size() << " entries checked, " << bad << " bad";
-  if (fix) *inv.out << ", " << removed << " removed";
-  *inv.out << "\n";
-  return bad > removed ? k_exit_failure : k_exit_ok;
+  return bad > quarantined ? k_exit_failure : k_exit_ok;
 }
 
 }  // namespace aotcache::cli

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,12 @@ struct Invocation {
   std::ostream* err;
 
   bool flag(const std::string& name) const;     // "--json"
-  std::vector<std::string> positional() const;  // arguments that are not options
+  std::vector<std::string> positional() const;  // arguments that are not options (nor values of `valued` options)
+  // The value after `name` ("--sort size"); nullopt when absent.
+  std::optional<std::string> option(const std::string& name) const;
+  // Empty when every option is one of `flags` or `valued` (and each valued one has a value); else the message for
+  // the first that is not.
+  std::string bad_option(const std::vector<std::string>& flags, const std::vector<std::string>& valued) const;
 };
 
 // A full key, or a unique prefix of one (at least 4 hex digits) that names exactly one entry.
@@ -35,5 +41,7 @@ int run_clear(const Invocation& inv);
 int run_explain(const Invocation& inv);
 int run_prune(const Invocation& inv);
 int run_verify(const Invocation& inv);
+int run_export(const Invocation& inv);
+int run_import(const Invocation& inv);
 
 }  // namespace aotcache::cli

@@ -10,11 +10,39 @@ bool Invocation::flag(const std::string& name) const {
 }
 
 std::vector<std::string> Invocation::positional() const {
+  static const std::vector<std::string> k_valued = {"--sort", "--max-size", "--older-than"};
   std::vector<std::string> result;
-  for (const auto& a : args) {
-    if (a.rfind("--", 0) != 0) result.push_back(a);
+  for (size_t k = 0; k < args.size(); ++k) {
+    if (std::find(k_valued.begin(), k_valued.end(), args[k]) != k_valued.end()) {
+      ++k;
+      continue;
+    }
+    if (args[k].rfind("--", 0) != 0) result.push_back(args[k]);
   }
   return result;
+}
+
+std::optional<std::string> Invocation::option(const std::string& name) const {
+  for (size_t k = 0; k + 1 < args.size(); ++k) {
+    if (args[k] == name) return args[k + 1];
+  }
+  return std::nullopt;
+}
+
+std::string Invocation::bad_option(const std::vector<std::string>& flags,
+                                   const std::vector<std::string>& valued) const {
+  for (size_t k = 0; k < args.size(); ++k) {
+    const std::string& a = args[k];
+    if (a.rfind("--", 0) != 0) continue;
+    if (std::find(flags.begin(), flags.end(), a) != flags.end()) continue;
+    if (std::find(valued.begin(), valued.end(), a) != valued.end()) {
+      if (k + 1 >= args.size() || args[k + 1].rfind("--", 0) == 0) return a + " needs a value";
+      ++k;
+      continue;
+    }
+    return "unknown option " + a;
+  }
+  return "";
 }
 
 Result<std::string> resolve_key(LocalStore& store, const std::string& key_or_prefix) {

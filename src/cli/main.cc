@@ -29,9 +29,13 @@ const char* k_usage =
     "  prune [--max-size SIZE] [--older-than AGE]\n"
     "                            remove entries unused for AGE (7d, 12h), then least recently used ones down to\n"
     "                            SIZE (10G, 500M; default $AOTCACHE_MAX_SIZE or 10G)\n"
-    "  verify [--fix]            check every entry's checksum and format; --fix removes bad entries\n"
+    "  verify [--fix]            check every entry's checksum and format; --fix moves bad ones to quarantine/\n"
+    "  export FILE [KEY...]      write all entries (or the named ones) to one archive file\n"
+    "  import FILE               add an archive's entries, each verified first; bad ones are skipped\n"
     "\n"
-    "ls takes --sort age|size|saved (default age). Exit codes: 0 ok, 1 failure, 2 bad arguments.\n";
+    "ls takes --sort age|size|saved (default age). verify, export, import, prune and clear show a progress bar when\n"
+    "stderr is a terminal. AOTCACHE_EVICTION=lru|saved-per-byte picks what prune and the size bound remove first.\n"
+    "Exit codes: 0 ok, 1 failure, 2 bad arguments.\n";
 
 }  // namespace
 
@@ -67,10 +71,11 @@ int main(int argc, char** argv) {
     return aotcache::cli::k_exit_usage;
   }
   static const std::map<std::string, int (*)(const Invocation&)> k_commands = {
-      {"stats", aotcache::cli::run_stats}, {"ls", aotcache::cli::run_ls},
-      {"show", aotcache::cli::run_show},   {"rm", aotcache::cli::run_rm},
-      {"clear", aotcache::cli::run_clear}, {"explain", aotcache::cli::run_explain},
-      {"prune", aotcache::cli::run_prune}, {"verify", aotcache::cli::run_verify},
+      {"stats", aotcache::cli::run_stats},   {"ls", aotcache::cli::run_ls},
+      {"show", aotcache::cli::run_show},     {"rm", aotcache::cli::run_rm},
+      {"clear", aotcache::cli::run_clear},   {"explain", aotcache::cli::run_explain},
+      {"prune", aotcache::cli::run_prune},   {"verify", aotcache::cli::run_verify},
+      {"export", aotcache::cli::run_export}, {"import", aotcache::cli::run_import},
   };
   auto cmd = k_commands.find(rest[0]);
   if (cmd == k_commands.end()) {
@@ -93,6 +98,12 @@ int main(int argc, char** argv) {
     max_size = *parsed;
   }
   (*store)->set_max_size(max_size);
+  auto policy = aotcache::eviction_policy_from_environment();
+  if (!policy.ok()) {
+    std::cerr << "aotcache: AOTCACHE_EVICTION: " << policy.status().message() << "\n";
+    return aotcache::cli::k_exit_usage;
+  }
+  (*store)->set_eviction_policy(*policy);
   Invocation inv{store->get(), std::vector<std::string>(rest.begin() + 1, rest.end()), &std::cout, &std::cerr};
   return cmd->second(inv);
 }

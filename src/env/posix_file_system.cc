@@ -1,4 +1,5 @@
-// FileSystem over POSIX calls: atomic writes by temp file + fsync + rename, locks by flock.
+// FileSystem over POSIX calls: the primitives of the atomic write protocol (open O_EXCL, write, fsync, rename),
+// locks by flock.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -6,13 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
-#include <random>
 
 #include "aotcache/file_system.h"
 
@@ -35,74 +35,105 @@ class PosixFileLock final : public FileLock {
   int fd_;
 };
 
-std::string unique_suffix() {
-  static std::atomic<uint64_t> counter{0};
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return std::to_string(getpid()) + "." + std::to_string(counter++) + "." + std::to_string(rng() % 1000000007ULL);
-}
-
-class PosixFileSystem final : public FileSystem {
+class PosixWritableFile final : public WritableFile {
  public:
-  Result<std::optional<std::string>> read_file(const std::string& path) override {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      if (errno == ENOENT) return std::optional<std::string>();
-      return errno_status("cannot open", path);
-    }
-    std::string out;
-    struct stat st {};
-    if (fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
-    char buf[1 << 16];
-    while (true) {
-      ssize_t n = read(fd, buf, sizeof buf);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        Status s = errno_status("cannot read", path);
-        close(fd);
-        return s;
-      }
-      if (n == 0) break;
-      out.append(buf, static_cast<size_t>(n));
-    }
-    close(fd);
-    return std::optional<std::string>(std::move(out));
+  PosixWritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
   }
-
-  Status write_file_atomic(const std::string& path, const std::string& data, const std::string& tmp_dir) override {
-    const std::string tmp = tmp_dir + "/tmp." + unique_suffix();
-    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return errno_status("cannot create", tmp);
+  Status append(std::string_view data) override {
     size_t done = 0;
     while (done < data.size()) {
-      ssize_t n = write(fd, data.data() + done, data.size() - done);
+      ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
       if (n < 0) {
         if (errno == EINTR) continue;
-        Status s = errno_status("cannot write", tmp);
-        close(fd);
-        unlink(tmp.c_str());
-        return s;
+        return errno_status("cannot write", path_);
       }
       done += static_cast<size_t>(n);
     }
-    if (fsync(fd) != 0) {
-      Status s = errno_status("cannot fsync", tmp);
-      close(fd);
-      unlink(tmp.c_str());
-      return s;
-    }
-    close(fd);
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-      Status s = errno_status("cannot rename onto", path);
-      unlink(tmp.c_str());
-      return s;
-    }
-    const std::string dir = path.substr(0, path.find_last_of('/'));
-    int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      fsync(dfd);  // best effort: the entry is already complete under its name
-      close(dfd);
-    }
     return Status();
+  }
+  Status sync() override { return ::fsync(fd_) == 0 ? Status() : errno_status("cannot fsync", path_); }
+  Status close() override {
+    const int fd = fd_;
+    fd_ = -1;
+    return ::close(fd) == 0 ? Status() : errno_status("cannot close", path_);
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+class PosixSequentialFile final : public SequentialFile {
+ public:
+  PosixSequentialFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixSequentialFile() override { ::close(fd_); }
+  Result<size_t> read(size_t n, std::string* out) override {
+    const size_t old = out->size();
+    out->resize(old + n);
+    while (true) {
+      ssize_t got = ::read(fd_, out->data() + old, n);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        out->resize(old);
+        return errno_status("cannot read", path_);
+      }
+      out->resize(old + static_cast<size_t>(got));
+      return static_cast<size_t>(got);
+    }
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+class PosixFileSystem final : public FileSystem {
+ public:
+  Result<std::optional<std::string>> read_file(const std::string& path) override { return read_prefix(path, SIZE_MAX); }
+
+  Result<std::optional<std::string>> read_file_prefix(const std::string& path, size_t max_bytes) override {
+    return read_prefix(path, max_bytes);
+  }
+
+  Result<std::unique_ptr<SequentialFile>> new_sequential_file(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) return Status::not_found("no such file: " + path);
+      return errno_status("cannot open", path);
+    }
+    return std::unique_ptr<SequentialFile>(new PosixSequentialFile(fd, path));
+  }
+
+  Result<std::unique_ptr<WritableFile>> new_writable_file(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return errno_status("cannot create", path);
+    return std::unique_ptr<WritableFile>(new PosixWritableFile(fd, path));
+  }
+
+  Status rename_file(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return errno_status("cannot rename " + from + " onto", to);
+    return Status();
+  }
+
+  Status sync_dir(const std::string& dir) override {
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return errno_status("cannot open directory", dir);
+    Status s = ::fsync(dfd) == 0 ? Status() : errno_status("cannot fsync directory", dir);
+    ::close(dfd);
+    return s;
+  }
+
+  Result<std::optional<DirEntry>> stat_file(const std::string& path) override {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT) return std::optional<DirEntry>();
+      return errno_status("cannot stat", path);
+    }
+    DirEntry e{path.substr(path.find_last_of('/') + 1), S_ISDIR(st.st_mode), static_cast<uint64_t>(st.st_size),
+               static_cast<int64_t>(st.st_mtime)};
+    return std::optional<DirEntry>(std::move(e));
   }
 
   Status create_dirs(const std::string& path) override {
@@ -162,6 +193,12 @@ class PosixFileSystem final : public FileSystem {
 
   int64_t now_unix() override { return static_cast<int64_t>(time(nullptr)); }
 
+  int64_t now_unix_nanos() override {
+    struct timespec ts {};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  }
+
   Result<std::unique_ptr<FileLock>> lock_file(const std::string& path) override {
     int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return errno_status("cannot open lock", path);
@@ -173,6 +210,32 @@ class PosixFileSystem final : public FileSystem {
       }
     }
     return std::unique_ptr<FileLock>(new PosixFileLock(fd));
+  }
+
+ private:
+  static Result<std::optional<std::string>> read_prefix(const std::string& path, size_t max_bytes) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) return std::optional<std::string>();
+      return errno_status("cannot open", path);
+    }
+    std::string out;
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(std::min(static_cast<size_t>(st.st_size), max_bytes));
+    char buf[1 << 16];
+    while (out.size() < max_bytes) {
+      ssize_t n = ::read(fd, buf, std::min(sizeof buf, max_bytes - out.size()));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        Status s = errno_status("cannot read", path);
+        ::close(fd);
+        return s;
+      }
+      if (n == 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return std::optional<std::string>(std::move(out));
   }
 };
 

@@ -186,10 +186,38 @@ void encode_tensor_meta(const TensorMeta& m, ByteWriter* out) {
   out->u8(m.is_inference ? 1 : 0);
 }
 
+namespace {
+
+// Like encode_tensor_meta with the size, stride and offset expressions in place of the example's values.
+Status encode_symbolic_tensor_meta(const TensorMeta& m, ByteWriter* out) {
+  if (m.size_exprs.size() != m.sizes.size() || m.stride_exprs.size() != m.strides.size() ||
+      m.storage_offset_expr.empty()) {
+    return Status::invalid_argument("a symbolic tensor needs one expression per size and stride and its offset");
+  }
+  out->str(m.tensor_type);
+  out->str(m.dtype);
+  out->str(m.device);
+  out->str(m.layout);
+  out->u32(static_cast<uint32_t>(m.size_exprs.size()));
+  for (const std::string& e : m.size_exprs) out->str(e);
+  out->u32(static_cast<uint32_t>(m.stride_exprs.size()));
+  for (const std::string& e : m.stride_exprs) out->str(e);
+  out->str(m.storage_offset_expr);
+  out->u8(m.requires_grad ? 1 : 0);
+  out->u8(m.is_pinned ? 1 : 0);
+  out->u8(m.is_inference ? 1 : 0);
+  return Status();
+}
+
+}  // namespace
+
 Status encode_inputs(const std::vector<InputMeta>& inputs, ByteWriter* out) {
   out->u32(static_cast<uint32_t>(inputs.size()));
   for (const InputMeta& in : inputs) {
-    if (in.tensor.has_value()) {
+    if (in.tensor.has_value() && in.tensor->is_symbolic()) {
+      out->u8('D');  // schema v1 graphs never carry this tag: static keys are unchanged
+      AOTCACHE_RETURN_IF_ERROR(encode_symbolic_tensor_meta(*in.tensor, out));
+    } else if (in.tensor.has_value()) {
       out->u8('T');
       encode_tensor_meta(*in.tensor, out);
     } else {

@@ -89,6 +89,20 @@ Result<CacheKey> compute_key(const KeyInputs& in) {
   return key;
 }
 
+CacheKey with_guards(const CacheKey& key, const std::vector<std::string>& guards) {
+  ByteWriter w;
+  w.u32(static_cast<uint32_t>(guards.size()));
+  std::string summary = std::to_string(guards.size()) + " guards:";
+  for (const std::string& g : guards) {
+    w.str(g);
+    summary += " " + g + ";";
+  }
+  CacheKey out = key;
+  out.manifest.components.push_back(make_component("guards", w.bytes(), internal::truncate(summary)));
+  out.digest = key_digest_of(out.manifest);
+  return out;
+}
+
 std::vector<std::string> differing_components(const Manifest& a, const Manifest& b) {
   std::vector<std::string> out;
   for (const auto& ca : a.components) {

@@ -172,3 +172,99 @@ TEST(Key, MalformedGraphIsAnError) {
 
 }  // namespace
 }  // namespace aotcache
+
+namespace aotcache {
+namespace {
+
+// linear_relu_graph with its linear call moved into a subgraph called through a higher-order op.
+Graph graph_with_subgraph(const std::string& attribute_name, const std::string& body_op) {
+  Graph body = testing::linear_relu_graph();
+  body.nodes[4].target = body_op;
+  Graph g;
+  Node x;
+  x.name = "x";
+  x.op = NodeOp::kPlaceholder;
+  x.target = "x";
+  g.nodes.push_back(x);
+  Node sub;
+  sub.name = attribute_name;
+  sub.op = NodeOp::kGetAttr;
+  sub.target_kind = TargetKind::kSubgraph;
+  sub.target = attribute_name;
+  sub.subgraphs.push_back(std::move(body));
+  g.nodes.push_back(std::move(sub));
+  Node call;
+  call.name = "hop";
+  call.op = NodeOp::kCallFunction;
+  call.target_kind = TargetKind::kHigherOrderOp;
+  call.target = "torch.ops.higher_order.tag_activation_checkpoint";
+  call.args = {Value::node_ref(1), Value::node_ref(0)};
+  g.nodes.push_back(std::move(call));
+  return g;
+}
+
+TEST(Key, SubgraphsAreKeyedByContentNotByAttributeName) {
+  Graph a = graph_with_subgraph("wrap_body_0", "torch.relu");
+  Graph renamed = graph_with_subgraph("wrap_body_7", "torch.relu");
+  Graph changed = graph_with_subgraph("wrap_body_0", "torch.sigmoid");
+  const std::string ka = key_hex(testing::linear_relu_inputs(&a));
+  EXPECT_EQ(ka, key_hex(testing::linear_relu_inputs(&renamed)));
+  EXPECT_NE(ka, key_hex(testing::linear_relu_inputs(&changed)));
+}
+
+TEST(Key, SubgraphNodeMustHoldExactlyOneGraph) {
+  Graph g = graph_with_subgraph("body", "torch.relu");
+  g.nodes[1].subgraphs.push_back(g.nodes[1].subgraphs[0]);
+  EXPECT_FALSE(compute_key(testing::linear_relu_inputs(&g)).ok());
+  Graph h = graph_with_subgraph("body", "torch.relu");
+  h.nodes[2].subgraphs.push_back(Graph{});  // a call node carrying a graph
+  EXPECT_FALSE(compute_key(testing::linear_relu_inputs(&h)).ok());
+}
+
+TEST(Key, SymbolicExpressionsAreTypedValues) {
+  Graph a = testing::linear_relu_graph();
+  a.nodes[4].kwargs = {{"n", Value::sym_expr("2*s0")}};
+  Graph b = testing::linear_relu_graph();
+  b.nodes[4].kwargs = {{"n", Value::string("2*s0")}};
+  EXPECT_NE(key_hex(testing::linear_relu_inputs(&a)), key_hex(testing::linear_relu_inputs(&b)));
+}
+
+}  // namespace
+}  // namespace aotcache
+
+namespace aotcache {
+namespace {
+
+TEST(Key, GuardedCandidatesGetTheirOwnKeysAndKeepTheGraphsComponents) {
+  Graph g = testing::linear_relu_graph();
+  auto base = compute_key(testing::linear_relu_inputs(&g));
+  ASSERT_TRUE(base.ok());
+  CacheKey a = with_guards(*base, {"2 <= s0", "Eq(Mod(s0, 8), 0)"});
+  CacheKey b = with_guards(*base, {"2 <= s0"});
+  EXPECT_NE(a.digest, base->digest);
+  EXPECT_NE(a.digest, b.digest);
+  EXPECT_EQ(a.digest, with_guards(*base, {"2 <= s0", "Eq(Mod(s0, 8), 0)"}).digest);
+  EXPECT_EQ(key_digest_of(a.manifest), a.digest);  // an entry stored under it verifies
+  EXPECT_EQ(differing_components(base->manifest, a.manifest), std::vector<std::string>{"guards"});
+  // ["a", "b"] and ["a b"] must not collide: each guard is length-prefixed.
+  EXPECT_NE(with_guards(*base, {"a", "b"}).digest, with_guards(*base, {"a b"}).digest);
+}
+
+TEST(Key, SymbolicInputsAreKeyedByExpressionNotByExampleSizes) {
+  Graph g = testing::linear_relu_graph();
+  KeyInputs in = testing::linear_relu_inputs(&g);
+  in.inputs[0].tensor->size_exprs = {"s0", "16"};
+  in.inputs[0].tensor->stride_exprs = {"16", "1"};
+  in.inputs[0].tensor->storage_offset_expr = "0";
+  const std::string k8 = key_hex(in);
+  in.inputs[0].tensor->sizes = {12, 16};  // another example size, same symbolic shape
+  in.inputs[0].tensor->strides = {16, 1};
+  EXPECT_EQ(key_hex(in), k8);
+  in.inputs[0].tensor->size_exprs = {"2*s0", "16"};
+  EXPECT_NE(key_hex(in), k8);
+  in.inputs[0].tensor->size_exprs = {"s0"};  // one expression per size, or the IR is malformed
+  EXPECT_FALSE(compute_key(in).ok());
+}
+
+}  // namespace
+}  // namespace aotcache

@@ -5,13 +5,14 @@
 #include <map>
 
 namespace aotcache::internal {
-namespace {
 
 std::string truncate(std::string s) {
   if (s.size() <= k_summary_max_chars) return s;
   s.resize(k_summary_max_chars - 3);
   return s + "...";
 }
+
+namespace {
 
 std::string join_ints(const std::vector<int64_t>& v) {
   std::string out;
@@ -87,7 +88,13 @@ std::string summarize_inputs(const std::vector<InputMeta>& inputs) {
   for (const InputMeta& in : inputs) {
     if (in.tensor) {
       const TensorMeta& t = *in.tensor;
-      out += " " + t.dtype + "[" + join_ints(t.sizes) + "]";
+      if (t.is_symbolic()) {
+        std::string dims;
+        for (size_t k = 0; k < t.size_exprs.size(); ++k) dims += (k ? ", " : "") + t.size_exprs[k];
+        out += " " + t.dtype + "[" + dims + "]";
+      } else {
+        out += " " + t.dtype + "[" + join_ints(t.sizes) + "]";
+      }
       if (t.device != "cpu") out += "@" + t.device;
       if (t.requires_grad) out += "(grad)";
     } else {

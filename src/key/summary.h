@@ -10,6 +10,9 @@ namespace aotcache::internal {
 
 constexpr size_t k_summary_max_chars = 200;
 
+// `s` cut to k_summary_max_chars, ending in "..." when cut.
+std::string truncate(std::string s);
+
 std::string summarize_graph(const Graph& graph);
 std::string summarize_inputs(const std::vector<InputMeta>& inputs);
 // "grad_enabled=True, autocast={cpu:...}": top-level keys of a dict with scalar values shown and nested dicts counted.

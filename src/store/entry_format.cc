@@ -234,8 +234,40 @@ Result<Entry> decode_entry(std::string_view bytes) {
   return e;
 }
 
+Result<Value> peek_entry_metadata(std::string_view prefix) {
+  ByteReader r(prefix);
+  std::string_view skip;
+  AOTCACHE_RETURN_IF_ERROR(r.raw(k_entry_magic.size(), &skip));
+  if (skip != k_entry_magic) return Status::corruption("not an aotcache entry");
+  uint32_t version = 0, flags = 0, sections = 0;
+  AOTCACHE_RETURN_IF_ERROR(r.u32(&version));
+  if (version != k_entry_format_version) return Status::unsupported("entry format v" + std::to_string(version));
+  AOTCACHE_RETURN_IF_ERROR(r.u32(&flags));
+  AOTCACHE_RETURN_IF_ERROR(r.raw(internal::k_digest_size, &skip));
+  AOTCACHE_RETURN_IF_ERROR(r.u32(&sections));
+  for (uint32_t s = 0; s < sections; ++s) {
+    uint32_t tag = 0;
+    uint64_t len = 0;
+    AOTCACHE_RETURN_IF_ERROR(r.u32(&tag));
+    AOTCACHE_RETURN_IF_ERROR(r.u64(&len));
+    if (len > r.remaining()) return Status::corruption("metadata lies beyond the prefix read");
+    std::string_view data;
+    AOTCACHE_RETURN_IF_ERROR(r.raw(static_cast<size_t>(len), &data));
+    if (tag != k_section_metadata) continue;
+    ByteReader mr(data);
+    Value v;
+    AOTCACHE_RETURN_IF_ERROR(internal::decode_value(&mr, &v));
+    if (v.kind != Value::Kind::kDict) return Status::corruption("entry metadata is not a dict");
+    return v;
+  }
+  return Status::corruption("no metadata section in the prefix read");
+}
+
 double entry_metadata_number(const Entry& entry, const std::string& field, double fallback) {
-  const Value& m = entry.metadata;
+  return metadata_number(entry.metadata, field, fallback);
+}
+
+double metadata_number(const Value& m, const std::string& field, double fallback) {
   if (m.kind != Value::Kind::kDict) return fallback;
   for (size_t k = 0; k + 1 < m.items.size(); k += 2) {
     if (m.items[k].kind == Value::Kind::kString && m.items[k].s == field) {

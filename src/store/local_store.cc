@@ -1,8 +1,11 @@
 // Local store layout: <dir>/entries/<2 hex>/<64 hex>.aotc, <dir>/by-graph/<2 hex>/<graph digest>/<key> (empty index
-// records), <dir>/tmp/ for atomic writes, <dir>/stats (+ .lock). docs/store-layout.md.
+// records), <dir>/tmp/ for atomic writes, <dir>/quarantine/ for corrupt entries, <dir>/stats (+ .lock),
+// <dir>/ledger (+ .lock): the running size total. docs/store-layout.md.
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "aotcache/store.h"
@@ -13,6 +16,16 @@ namespace {
 
 constexpr const char* k_entry_suffix = ".aotc";
 constexpr const char* k_stats_header = "aotcache-stats 1";
+constexpr const char* k_ledger_header = "aotcache-ledger 1";
+// A ledger older than this is re-synced by a scan: it drifts when a writer dies between rename and ledger update,
+// or when files are removed by hand.
+constexpr int64_t k_ledger_max_age_seconds = 24 * 3600;
+// Metadata sits before the payload: this prefix holds it for any realistic manifest (ranking only).
+constexpr size_t k_metadata_prefix_bytes = 64 * 1024;
+
+bool has_suffix(const std::string& s, const std::string& suffix) {
+  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
 std::string cachedir_tag() {
   return "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -27,6 +40,18 @@ std::string default_cache_dir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') return std::string(x) + "/aotcache";
   const char* home = std::getenv("HOME");
   return std::string(home != nullptr && *home != '\0' ? home : "/tmp") + "/.cache/aotcache";
+}
+
+Result<EvictionPolicy> parse_eviction_policy(const std::string& text) {
+  if (text == "lru") return EvictionPolicy::kLru;
+  if (text == "saved-per-byte") return EvictionPolicy::kSavedPerByte;
+  return Status::invalid_argument("unknown eviction policy '" + text + "' (use lru or saved-per-byte)");
+}
+
+Result<EvictionPolicy> eviction_policy_from_environment() {
+  const char* p = std::getenv("AOTCACHE_EVICTION");
+  if (p == nullptr || *p == '\0') return EvictionPolicy::kLru;
+  return parse_eviction_policy(p);
 }
 
 bool is_valid_key_hex(const std::string& key_hex) {
@@ -48,6 +73,7 @@ Result<std::unique_ptr<LocalStore>> LocalStore::open(const std::string& dir, Fil
     AOTCACHE_RETURN_IF_ERROR(fs->write_file_atomic(clean + "/CACHEDIR.TAG", cachedir_tag(), clean + "/tmp"));
   }
   std::unique_ptr<LocalStore> store(new LocalStore(clean, fs));
+  if (auto policy = eviction_policy_from_environment(); policy.ok()) store->policy_ = *policy;
   AOTCACHE_RETURN_IF_ERROR(store->remove_stale_temp_files());
   return store;
 }
@@ -72,15 +98,41 @@ std::string LocalStore::entry_path(const std::string& key_hex) const {
   return dir_ + "/entries/" + key_hex.substr(0, 2) + "/" + key_hex + k_entry_suffix;
 }
 
-Result<std::optional<Entry>> LocalStore::get(const std::string& key_hex) {
+Result<std::optional<std::string>> LocalStore::read_entry_file(const std::string& key_hex) {
   if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
-  AOTCACHE_ASSIGN_OR_RETURN(auto bytes, fs_->read_file(entry_path(key_hex)));
-  if (!bytes.has_value()) return std::optional<Entry>();
-  AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_entry(*bytes));
+  return fs_->read_file(entry_path(key_hex));
+}
+
+namespace {
+
+// Decodes and checks that the entry is stored under its own key.
+Result<Entry> decode_stored(const std::string& bytes, const std::string& key_hex) {
+  AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_entry(bytes));
   if (internal::to_hex(e.key_digest) != key_hex) return Status::corruption("entry stored under another key's name");
+  return e;
+}
+
+}  // namespace
+
+Status LocalStore::check_entry(const std::string& key_hex) {
+  AOTCACHE_ASSIGN_OR_RETURN(auto bytes, read_entry_file(key_hex));
+  if (!bytes.has_value()) return Status::not_found("no entry " + key_hex);
+  Result<Entry> e = decode_stored(*bytes, key_hex);
+  return e.ok() ? Status() : e.status();
+}
+
+Result<std::optional<Entry>> LocalStore::get(const std::string& key_hex) {
+  AOTCACHE_ASSIGN_OR_RETURN(auto bytes, read_entry_file(key_hex));
+  if (!bytes.has_value()) return std::optional<Entry>();
+  Result<Entry> e = decode_stored(*bytes, key_hex);
+  if (!e.ok()) {
+    // Never served again: moved aside for inspection. Best effort (a read-only directory cannot move it).
+    if (e.status().code() == StatusCode::kCorruption) (void)quarantine(key_hex);
+    return e.status();
+  }
   // Mark it used for LRU eviction. Best effort: a read-only directory still serves hits.
   (void)fs_->touch(entry_path(key_hex));
-  return std::optional<Entry>(std::move(e));
+  return std::optional<Entry>(std::move(e).value());
 }
 
 std::string LocalStore::graph_index_dir(const std::string& graph_digest_hex) const {
@@ -90,42 +142,164 @@ std::string LocalStore::graph_index_dir(const std::string& graph_digest_hex) con
 Status LocalStore::put(const Entry& entry) {
   const std::string key_hex = internal::to_hex(entry.key_digest);
   if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("entry without a valid key digest");
-  AOTCACHE_RETURN_IF_ERROR(fs_->create_dirs(dir_ + "/entries/" + key_hex.substr(0, 2)));
   AOTCACHE_ASSIGN_OR_RETURN(std::string bytes, encode_entry(entry));
-  AOTCACHE_RETURN_IF_ERROR(fs_->write_file_atomic(entry_path(key_hex), bytes, dir_ + "/tmp"));
+  return put_bytes(key_hex, bytes, entry.manifest);
+}
+
+Result<std::string> LocalStore::put_encoded(std::string_view bytes) {
+  AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_entry(bytes));
+  const std::string key_hex = internal::to_hex(e.key_digest);
+  AOTCACHE_RETURN_IF_ERROR(put_bytes(key_hex, std::string(bytes), e.manifest));
+  return key_hex;
+}
+
+Status LocalStore::put_bytes(const std::string& key_hex, const std::string& bytes, const Manifest& manifest) {
+  const std::string path = entry_path(key_hex);
+  auto failed = [&](const Status& s) { return Status::io_error("cannot store entry " + path + ": " + s.message()); };
+  if (Status s = fs_->create_dirs(dir_ + "/entries/" + key_hex.substr(0, 2)); !s.ok()) return failed(s);
+  // The slow part (write + fsync) happens outside the lock; only the rename and the ledger update are inside it.
+  Result<std::string> tmp = fs_->write_temp_file(bytes, dir_ + "/tmp");
+  if (!tmp.ok()) return failed(tmp.status());
+  bool over_bound = false;
+  {
+    auto lock = lock_ledger();
+    if (!lock.ok()) {
+      (void)fs_->remove_file(*tmp);
+      return failed(lock.status());
+    }
+    // The ledger is read (or rebuilt by a scan) before the rename, so the new entry is counted exactly once.
+    bool fresh = false;
+    auto size = read_ledger_unlocked(&fresh);
+    auto old = fs_->stat_file(path);
+    if (Status s = old.ok() ? fs_->rename_file(*tmp, path) : old.status(); !s.ok()) {
+      (void)fs_->remove_file(*tmp);
+      return failed(s);
+    }
+    // The entry is in place: from here on a failure only makes the ledger stale (re-synced later), so it is ignored.
+    if (size.ok()) {
+      if (old->has_value()) {
+        size->bytes -= std::min(size->bytes, (*old)->size);
+      } else {
+        ++size->entries;
+      }
+      size->bytes += bytes.size();
+      (void)write_ledger_unlocked(*size);
+      over_bound = max_size_ > 0 && size->bytes > max_size_;
+    }
+  }
+  (void)fs_->sync_dir(path.substr(0, path.find_last_of('/')));  // best effort: the entry is complete under its name
   // The index record comes after the entry, so a record always names an entry that was complete once.
-  if (const ManifestComponent* graph = entry.manifest.find("graph"); graph != nullptr) {
+  if (const ManifestComponent* graph = manifest.find("graph"); graph != nullptr) {
     const std::string index = graph_index_dir(internal::to_hex(graph->digest));
     AOTCACHE_RETURN_IF_ERROR(fs_->create_dirs(index));
-    AOTCACHE_RETURN_IF_ERROR(fs_->write_file_atomic(index + "/" + key_hex, "", dir_ + "/tmp"));
+    AOTCACHE_RETURN_IF_ERROR(fs_->write_file_atomic(index + "/" + key_hex, "", dir_ + "/tmp", /*durable=*/false));
   }
-  if (max_size_ > 0) {
+  if (over_bound) {
     // Evict down to 90% so that the next puts do not each pay for a scan.
-    AOTCACHE_ASSIGN_OR_RETURN(auto evicted, prune(0, 0));
+    AOTCACHE_ASSIGN_OR_RETURN(auto lock, lock_ledger());
+    AOTCACHE_ASSIGN_OR_RETURN(auto evicted, prune_unlocked(0, 0, {}));
     (void)evicted;
   }
   return Status();
 }
 
-Result<uint64_t> LocalStore::prune(uint64_t target_bytes, int64_t older_than_seconds) {
+Result<std::unique_ptr<FileLock>> LocalStore::lock_ledger() {
+  return fs_->lock_file(dir_ + "/ledger.lock");
+}
+
+Result<StoreSize> LocalStore::read_ledger_unlocked(bool* fresh) {
+  *fresh = false;
+  AOTCACHE_ASSIGN_OR_RETURN(auto text, fs_->read_file(dir_ + "/ledger"));
+  if (text.has_value()) {
+    std::istringstream in(*text);
+    std::string header;
+    StoreSize size;
+    int64_t synced = 0;
+    if (std::getline(in, header) && header == k_ledger_header && (in >> size.bytes >> size.entries >> synced) &&
+        fs_->now_unix() - synced <= k_ledger_max_age_seconds && synced <= fs_->now_unix() + 60) {
+      // The sync time is carried along unchanged by updates: only a scan renews it.
+      ledger_synced_unix_ = synced;
+      *fresh = true;
+      return size;
+    }
+  }
+  return scan_size_unlocked();
+}
+
+Status LocalStore::write_ledger_unlocked(const StoreSize& size) {
+  const std::string text = std::string(k_ledger_header) + "\n" + std::to_string(size.bytes) + " " +
+                           std::to_string(size.entries) + " " + std::to_string(ledger_synced_unix_) + "\n";
+  // Not fsynced: a ledger lost or torn by a crash reads as missing and is rebuilt by a scan.
+  return fs_->write_file_atomic(dir_ + "/ledger", text, dir_ + "/tmp", /*durable=*/false);
+}
+
+Result<StoreSize> LocalStore::scan_size_unlocked() {
   AOTCACHE_ASSIGN_OR_RETURN(auto entries, list());
-  uint64_t total = 0;
-  for (const EntryInfo& e : entries) total += e.size;
-  if (target_bytes == 0 && max_size_ > 0 && total > max_size_) target_bytes = max_size_ / 10 * 9;
-  // Least recently used first.
-  std::sort(entries.begin(), entries.end(), [](const EntryInfo& a, const EntryInfo& b) {
-    return a.mtime_unix != b.mtime_unix ? a.mtime_unix < b.mtime_unix : a.key_hex < b.key_hex;
-  });
+  StoreSize size;
+  for (const EntryInfo& e : entries) size.bytes += e.size;
+  size.entries = entries.size();
+  ledger_synced_unix_ = fs_->now_unix();
+  (void)write_ledger_unlocked(size);  // a read-only directory still answers
+  return size;
+}
+
+Result<StoreSize> LocalStore::size() {
+  AOTCACHE_ASSIGN_OR_RETURN(auto lock, lock_ledger());
+  bool fresh = false;
+  return read_ledger_unlocked(&fresh);
+}
+
+Result<StoreSize> LocalStore::scan_size() {
+  AOTCACHE_ASSIGN_OR_RETURN(auto lock, lock_ledger());
+  return scan_size_unlocked();
+}
+
+Result<uint64_t> LocalStore::prune(uint64_t target_bytes, int64_t older_than_seconds, const ProgressFn& progress) {
+  AOTCACHE_ASSIGN_OR_RETURN(auto lock, lock_ledger());
+  return prune_unlocked(target_bytes, older_than_seconds, progress);
+}
+
+Result<uint64_t> LocalStore::prune_unlocked(uint64_t target_bytes, int64_t older_than_seconds,
+                                            const ProgressFn& progress) {
+  AOTCACHE_ASSIGN_OR_RETURN(auto entries, list());
+  StoreSize size;
+  for (const EntryInfo& e : entries) size.bytes += e.size;
+  size.entries = entries.size();
+  if (target_bytes == 0 && max_size_ > 0 && size.bytes > max_size_) target_bytes = max_size_ / 10 * 9;
   const int64_t now = fs_->now_unix();
-  uint64_t removed = 0;
-  for (const EntryInfo& e : entries) {
+  std::vector<std::pair<double, size_t>> order;  // (rank, index): lowest rank is evicted first
+  order.reserve(entries.size());
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const EntryInfo& e = entries[k];
+    double rank = static_cast<double>(e.mtime_unix);
+    if (policy_ == EvictionPolicy::kSavedPerByte && target_bytes > 0 && size.bytes > target_bytes) {
+      // Compile seconds saved per byte, discounted by days unused. Unreadable metadata ranks lowest.
+      double seconds = 0;
+      auto prefix = fs_->read_file_prefix(entry_path(e.key_hex), k_metadata_prefix_bytes);
+      if (prefix.ok() && prefix->has_value()) {
+        auto meta = peek_entry_metadata(**prefix);
+        if (meta.ok()) seconds = metadata_number(*meta, "compile_seconds", 0.0);
+      }
+      const double days_unused = static_cast<double>(std::max<int64_t>(0, now - e.mtime_unix)) / 86400.0;
+      rank = seconds / static_cast<double>(std::max<uint64_t>(1, e.size)) / (1.0 + days_unused);
+    }
+    order.emplace_back(rank, k);
+  }
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : entries[a.second].key_hex < entries[b.second].key_hex;
+  });
+  uint64_t removed = 0, done = 0;
+  for (const auto& [rank, k] : order) {
+    const EntryInfo& e = entries[k];
+    if (progress) progress(++done, order.size());
     const bool too_old = older_than_seconds > 0 && now - e.mtime_unix > older_than_seconds;
-    const bool over = target_bytes > 0 && total > target_bytes;
+    const bool over = target_bytes > 0 && size.bytes > target_bytes;
     if (!too_old && !over) continue;
-    AOTCACHE_RETURN_IF_ERROR(remove(e.key_hex));
-    total -= e.size;
+    AOTCACHE_RETURN_IF_ERROR(remove_unlocked(e.key_hex, &size));
     ++removed;
   }
+  ledger_synced_unix_ = now;
+  (void)write_ledger_unlocked(size);
   if (removed > 0) AOTCACHE_RETURN_IF_ERROR(add_counters({{"evictions", static_cast<int64_t>(removed)}}));
   return removed;
 }
@@ -192,7 +366,7 @@ Result<std::vector<std::string>> LocalStore::keys_for_graph(const std::string& g
   std::vector<std::string> keys;
   for (const DirEntry& r : records) {
     if (!is_valid_key_hex(r.name)) continue;
-    AOTCACHE_ASSIGN_OR_RETURN(auto exists, fs_->read_file(entry_path(r.name)));
+    AOTCACHE_ASSIGN_OR_RETURN(auto exists, fs_->stat_file(entry_path(r.name)));  // no need to read it
     if (exists.has_value()) {
       keys.push_back(r.name);
     } else {
@@ -204,7 +378,70 @@ Result<std::vector<std::string>> LocalStore::keys_for_graph(const std::string& g
 
 Status LocalStore::remove(const std::string& key_hex) {
   if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
-  return fs_->remove_file(entry_path(key_hex));
+  AOTCACHE_ASSIGN_OR_RETURN(auto lock, lock_ledger());
+  bool fresh = false;
+  auto size = read_ledger_unlocked(&fresh);
+  StoreSize s = size.ok() ? *size : StoreSize{};
+  AOTCACHE_RETURN_IF_ERROR(remove_unlocked(key_hex, &s));
+  if (size.ok()) (void)write_ledger_unlocked(s);
+  return Status();
+}
+
+Status LocalStore::remove_unlocked(const std::string& key_hex, StoreSize* size) {
+  // Unlink by name: a reader that has the file open keeps reading the whole entry.
+  AOTCACHE_ASSIGN_OR_RETURN(auto st, fs_->stat_file(entry_path(key_hex)));
+  AOTCACHE_RETURN_IF_ERROR(fs_->remove_file(entry_path(key_hex)));
+  if (st.has_value()) {
+    size->bytes -= std::min(size->bytes, st->size);
+    size->entries -= std::min<uint64_t>(size->entries, 1);
+  }
+  return Status();
+}
+
+Result<std::string> LocalStore::quarantine(const std::string& key_hex) {
+  if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
+  AOTCACHE_ASSIGN_OR_RETURN(auto lock, lock_ledger());
+  const std::string path = entry_path(key_hex);
+  AOTCACHE_ASSIGN_OR_RETURN(auto st, fs_->stat_file(path));
+  if (!st.has_value()) return Status::not_found("no entry " + key_hex);
+  AOTCACHE_RETURN_IF_ERROR(fs_->create_dirs(dir_ + "/quarantine"));
+  char stamp[32];
+  std::snprintf(stamp, sizeof stamp, "%019lld-", static_cast<long long>(fs_->now_unix_nanos()));
+  const std::string target = dir_ + "/quarantine/" + stamp + key_hex + k_entry_suffix;
+  AOTCACHE_RETURN_IF_ERROR(fs_->rename_file(path, target));
+  bool fresh = false;
+  if (auto size = read_ledger_unlocked(&fresh); size.ok() && fresh) {
+    size->bytes -= std::min(size->bytes, st->size);
+    size->entries -= std::min<uint64_t>(size->entries, 1);
+    (void)write_ledger_unlocked(*size);
+  }
+  (void)bound_quarantine_unlocked();
+  (void)add_counters({{"corrupt", 1}});
+  return target;
+}
+
+Result<std::vector<DirEntry>> LocalStore::list_quarantine() {
+  AOTCACHE_ASSIGN_OR_RETURN(auto files, fs_->list_dir(dir_ + "/quarantine"));
+  std::vector<DirEntry> out;
+  for (auto& f : files) {
+    if (!f.is_dir && has_suffix(f.name, k_entry_suffix)) out.push_back(std::move(f));
+  }
+  std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  return out;
+}
+
+Status LocalStore::bound_quarantine_unlocked() {
+  AOTCACHE_ASSIGN_OR_RETURN(auto files, list_quarantine());
+  uint64_t total = 0;
+  for (const auto& f : files) total += f.size;
+  size_t count = files.size();
+  for (const auto& f : files) {  // oldest first: names start with the quarantine time
+    if (count <= k_quarantine_max_files && total <= k_quarantine_max_bytes) break;
+    AOTCACHE_RETURN_IF_ERROR(fs_->remove_file(dir_ + "/quarantine/" + f.name));
+    --count;
+    total -= f.size;
+  }
+  return Status();
 }
 
 Result<std::vector<EntryInfo>> LocalStore::list() {
@@ -214,10 +451,8 @@ Result<std::vector<EntryInfo>> LocalStore::list() {
     if (!shard.is_dir) continue;
     AOTCACHE_ASSIGN_OR_RETURN(auto files, fs_->list_dir(dir_ + "/entries/" + shard.name));
     for (const DirEntry& f : files) {
-      const std::string suffix = k_entry_suffix;
-      if (f.is_dir || f.name.size() <= suffix.size() || f.name.substr(f.name.size() - suffix.size()) != suffix)
-        continue;
-      std::string key_hex = f.name.substr(0, f.name.size() - suffix.size());
+      if (f.is_dir || !has_suffix(f.name, k_entry_suffix)) continue;
+      std::string key_hex = f.name.substr(0, f.name.size() - std::strlen(k_entry_suffix));
       if (!is_valid_key_hex(key_hex)) continue;
       out.push_back({std::move(key_hex), f.size, f.mtime_unix});
     }
@@ -225,9 +460,17 @@ Result<std::vector<EntryInfo>> LocalStore::list() {
   return out;
 }
 
-Status LocalStore::clear() {
+Status LocalStore::clear(const ProgressFn& progress) {
+  AOTCACHE_ASSIGN_OR_RETURN(auto lock, lock_ledger());
   AOTCACHE_ASSIGN_OR_RETURN(auto entries, list());
-  for (const EntryInfo& e : entries) AOTCACHE_RETURN_IF_ERROR(remove(e.key_hex));
+  StoreSize size;
+  uint64_t done = 0;
+  for (const EntryInfo& e : entries) {
+    AOTCACHE_RETURN_IF_ERROR(fs_->remove_file(entry_path(e.key_hex)));
+    if (progress) progress(++done, entries.size());
+  }
+  ledger_synced_unix_ = fs_->now_unix();
+  (void)write_ledger_unlocked(size);
   const std::string by_graph = dir_ + "/by-graph";
   AOTCACHE_ASSIGN_OR_RETURN(auto shards, fs_->list_dir(by_graph));
   for (const DirEntry& shard : shards) {

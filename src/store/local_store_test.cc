@@ -240,3 +240,121 @@ TEST(ParseSize, UnitsAndErrors) {
 
 }  // namespace
 }  // namespace aotcache
+
+#include "env/fault_injecting_file_system.h"
+
+namespace aotcache {
+namespace {
+
+void flip_byte(const std::string& path, long offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(offset);
+  const char c = static_cast<char>(f.get());
+  f.seekp(offset);
+  f.put(static_cast<char>(c ^ 1));
+}
+
+TEST_F(LocalStoreTest, CorruptEntryIsQuarantinedCountedAndBounded) {
+  std::vector<std::string> keys;
+  for (int v = 0; v < static_cast<int>(k_quarantine_max_files) + 4; ++v) {
+    Entry e = entry_with_payload(v, 100);
+    ASSERT_TRUE(store_->put(e).ok());
+    keys.push_back(internal::to_hex(e.key_digest));
+  }
+  flip_byte(store_->entry_path(keys[0]), 100);
+  // check_entry reports without moving anything.
+  EXPECT_EQ(store_->check_entry(keys[0]).code(), StatusCode::kCorruption);
+  EXPECT_TRUE(store_->list_quarantine()->empty());
+  // get quarantines: never served again, a miss from now on.
+  EXPECT_EQ(store_->get(keys[0]).status().code(), StatusCode::kCorruption);
+  EXPECT_FALSE(store_->get(keys[0])->has_value());
+  auto q = store_->list_quarantine();
+  ASSERT_EQ(q->size(), 1u);
+  EXPECT_NE((*q)[0].name.find(keys[0]), std::string::npos);
+  EXPECT_EQ(store_->read_counters()->at("corrupt"), 1);
+  // The quarantine keeps at most k_quarantine_max_files: the oldest go first.
+  for (size_t k = 1; k < keys.size(); ++k) ASSERT_TRUE(store_->quarantine(keys[k]).ok());
+  q = store_->list_quarantine();
+  ASSERT_EQ(q->size(), k_quarantine_max_files);
+  EXPECT_NE(q->back().name.find(keys.back()), std::string::npos);
+  EXPECT_EQ(store_->size()->entries, 0u);
+}
+
+TEST_F(LocalStoreTest, LedgerKeepsTheTotalWithoutScanning) {
+  FaultInjectingFileSystem counting(default_file_system());
+  auto s = LocalStore::open(dir_, &counting);
+  ASSERT_TRUE(s.ok());
+  LocalStore& store = **s;
+  store.set_max_size(1ULL << 30);
+  ASSERT_TRUE(store.put(entry_with_payload(0, 1000)).ok());  // builds the ledger: one scan
+  const uint64_t lists_after_first = counting.list_dir_calls();
+  for (int v = 1; v < 50; ++v) ASSERT_TRUE(store.put(entry_with_payload(v, 1000 + v)).ok());
+  ASSERT_TRUE(store.put(entry_with_payload(7, 5000)).ok());  // overwrite: replaces, not adds
+  ASSERT_TRUE(store.remove(internal::to_hex(entry_with_payload(3, 1).key_digest)).ok());
+  EXPECT_EQ(counting.list_dir_calls(), lists_after_first) << "puts and removes must not scan the directory";
+  const StoreSize ledger = store.size().value();
+  const StoreSize scanned = store.scan_size().value();
+  EXPECT_EQ(ledger.entries, 49u);
+  EXPECT_EQ(ledger.entries, scanned.entries);
+  EXPECT_EQ(ledger.bytes, scanned.bytes);
+  // A lost ledger is rebuilt by a scan.
+  ASSERT_EQ(std::remove((dir_ + "/ledger").c_str()), 0);
+  EXPECT_EQ(store.size()->bytes, scanned.bytes);
+}
+
+TEST_F(LocalStoreTest, SavedPerByteEvictsCheapLargeEntriesFirst) {
+  store_->set_eviction_policy(EvictionPolicy::kSavedPerByte);
+  const double seconds[] = {100.0, 0.5, 50.0, 2.0};  // equal sizes: ranks by compile seconds saved
+  std::vector<std::string> keys;
+  for (int v = 0; v < 4; ++v) {
+    Entry e = entry_with_payload(v, 100000);
+    e.metadata = Value::dict({Value::string("compile_seconds"), Value::floating(seconds[v])});
+    ASSERT_TRUE(store_->put(e).ok());
+    keys.push_back(internal::to_hex(e.key_digest));
+    set_mtime(store_->entry_path(keys.back()), 2000000000 - v * 10);  // 0 is the most recently used
+  }
+  auto removed = store_->prune(250000, 0);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 2u);
+  std::set<std::string> left;
+  auto listed = store_->list();
+  ASSERT_TRUE(listed.ok());
+  for (const auto& e : *listed) left.insert(e.key_hex);
+  EXPECT_EQ(left, (std::set<std::string>{keys[0], keys[2]}));
+  EXPECT_EQ(parse_eviction_policy("saved-per-byte").value(), EvictionPolicy::kSavedPerByte);
+  EXPECT_FALSE(parse_eviction_policy("random").ok());
+}
+
+// Eviction, removal and overwrite unlink or rename over the name: a reader that has opened the entry keeps
+// reading the whole, valid file.
+TEST_F(LocalStoreTest, AnEntryBeingReadIsNeverTornByEvictionOrOverwrite) {
+  const Entry e = entry_with_payload(1, 300000);
+  const std::string key = internal::to_hex(e.key_digest);
+  ASSERT_TRUE(store_->put(e).ok());
+  int fd = ::open(store_->entry_path(key).c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::string bytes(400000, '\0');
+  ssize_t first = ::read(fd, bytes.data(), 1000);
+  ASSERT_EQ(first, 1000);
+  // Overwrite the key with other content, then evict everything.
+  Entry other = e;
+  other.payload = std::string(200000, 'x');
+  ASSERT_TRUE(store_->put(other).ok());
+  ASSERT_EQ(store_->prune(1, 0).value(), 1u);
+  EXPECT_FALSE(store_->get(key)->has_value());
+  size_t total = static_cast<size_t>(first);
+  while (true) {
+    ssize_t n = ::read(fd, bytes.data() + total, bytes.size() - total);
+    ASSERT_GE(n, 0);
+    if (n == 0) break;
+    total += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(total);
+  auto decoded = decode_entry(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(*decoded, e);
+}
+
+}  // namespace
+}  // namespace aotcache

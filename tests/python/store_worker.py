@@ -3,12 +3,14 @@
     python store_worker.py DIR MODE SEED ITERATIONS
 MODE "mixed": random puts and gets on shared keys; every get must be a miss or a self-consistent payload.
 MODE "writer": puts large entries in a loop until killed.
+$AOTCACHE_WORKER_MAX_SIZE (bytes) bounds the store, so that processes evict entries others are reading.
 Prints one line "OK reads=N hits=N puts=N" or "BAD <reason>" and exits 1.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import sys
 
@@ -36,6 +38,7 @@ def main() -> int:
     directory, mode, seed, iterations = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     rng = random.Random(seed)
     store = _core.LocalStore.open(directory)
+    store.set_max_size(int(os.environ.get("AOTCACHE_WORKER_MAX_SIZE", "0")))
     keys = [key_for(slot) for slot in range(6)]
     reads = hits = puts = 0
     for _ in range(iterations):

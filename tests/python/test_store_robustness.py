@@ -96,10 +96,44 @@ def test_cli_prune_verify_and_errors(tmp_path):
     data[100] ^= 1
     bad.write_bytes(bytes(data))
     assert "1 bad" in cli(cache_dir, "verify", expect_rc=1)
-    assert "1 removed" in cli(cache_dir, "verify", "--fix")
+    assert "1 quarantined" in cli(cache_dir, "verify", "--fix")
     assert "0 bad" in cli(cache_dir, "verify")
     assert "removed 2 entries" in cli(cache_dir, "prune", "--max-size", "1K")
     cli(cache_dir, "prune", "--max-size", "lots", expect_rc=2)
     cli(cache_dir, "ls", "--sort", "color", expect_rc=2)
     cli(cache_dir, "show", "zz", expect_rc=2)
     cli(cache_dir, "show", "abcd", expect_rc=1)
+    cli(cache_dir, "ls", "--sort", expect_rc=2)
+    cli(cache_dir, "ls", "--bogus", expect_rc=2)
+    cli(cache_dir, "verify", "extra", expect_rc=2)
+    cli(cache_dir, "stats", "--jsn", expect_rc=2)
+    cli(cache_dir, "clear", "now", expect_rc=2)
+    cli(cache_dir, "export", expect_rc=2)
+    cli(cache_dir, "import", expect_rc=2)
+    cli(cache_dir, "import", str(tmp_path / "missing.aotcar"), expect_rc=1)
+    for order in ("size", "age", "saved"):
+        cli(cache_dir, "ls", "--sort", order)
+
+
+def test_readers_never_see_a_torn_entry_while_others_evict(tmp_path):
+    cache_dir = tmp_path / "cache"
+    env = dict(os.environ, AOTCACHE_WORKER_MAX_SIZE="1500000")  # entries up to 1 MB: eviction at most puts
+    workers = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), str(cache_dir), "mixed", str(seed), "120"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for seed in range(8)
+    ]
+    outputs = [w.communicate(timeout=300)[0] for w in workers]
+    for w, out in zip(workers, outputs):
+        assert w.returncode == 0 and out.startswith("OK"), out
+    assert json.loads(cli(cache_dir, "stats", "--json"))["counters"]["evictions"] > 20
+    assert "0 bad" in cli(cache_dir, "verify")
+    # After verify's re-sync the ledger equals the files.
+    ledger = (cache_dir / "ledger").read_text().split()
+    files = json.loads(cli(cache_dir, "ls", "--json"))
+    assert int(ledger[2]) == sum(e["size_bytes"] for e in files) and int(ledger[3]) == len(files)

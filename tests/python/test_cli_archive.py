@@ -1,0 +1,153 @@
+"""aotcache export / import / verify --fix and the progress bar, through the installed CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from aotcache import _core
+from conftest import assert_bitwise_equal, cli
+
+sys.path.insert(0, str(Path(__file__).parent))
+from store_worker import key_for, payload  # noqa: E402
+
+EXE = Path(sys.executable).parent / "aotcache"
+
+
+def _fill(cache_dir: Path, n: int, size: int = 20_000) -> list[str]:
+    store = _core.LocalStore.open(str(cache_dir))
+    rng = random.Random(n)
+    keys = []
+    for slot in range(n):
+        k = key_for(slot)
+        store.put(k, payload(rng, size), {"compile_seconds": 1.0 + slot})
+        keys.append(k.hex)
+    return keys
+
+
+def _entry_files(cache_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (cache_dir / "entries").rglob("*.aotc")}
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(EXE), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_export_import_round_trip_is_byte_identical(tmp_path):
+    src, dst, archive = tmp_path / "src", tmp_path / "dst", tmp_path / "cache.aotcar"
+    keys = _fill(src, 5)
+    assert "exported 5 entries" in cli(src, "export", str(archive))
+    assert "imported 5 entries" in cli(dst, "import", str(archive))
+    assert _entry_files(dst) == _entry_files(src)
+    assert "0 bad" in cli(dst, "verify")
+    # Selected keys, by unique prefix.
+    part = tmp_path / "part.aotcar"
+    assert "exported 2 entries" in cli(src, "export", str(part), keys[0][:12], keys[3])
+    other = tmp_path / "other"
+    cli(other, "import", str(part))
+    assert {e["key"] for e in json.loads(cli(other, "ls", "--json"))} == {keys[0], keys[3]}
+    cli(src, "export", str(tmp_path / "x.aotcar"), "ffff0000", expect_rc=1)  # no such entry
+
+
+def test_corrupted_archive_imports_the_good_entries_and_fails(tmp_path):
+    src, archive = tmp_path / "src", tmp_path / "cache.aotcar"
+    _fill(src, 4)
+    cli(src, "export", str(archive))
+    data = bytearray(archive.read_bytes())
+    # Flip a byte inside the second entry's payload (records: 16-byte header, then u64 length + entry bytes).
+    first_len = int.from_bytes(data[16:24], "little")
+    second_start = 24 + first_len + 8
+    data[second_start + 500] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    dst = tmp_path / "dst"
+    proc = _run("--dir", str(dst), "import", str(archive))
+    assert proc.returncode == 1
+    assert "imported 3 entries" in proc.stdout and "1 bad (skipped)" in proc.stdout, proc.stdout
+    assert "skipping entry #2" in proc.stderr and "checksum mismatch" in proc.stderr, proc.stderr
+    assert len(json.loads(cli(dst, "ls", "--json"))) == 3
+    # A truncated archive: the entries before the cut are imported, the damage is reported.
+    archive.write_bytes(bytes(data[: second_start + 1000]))
+    dst2 = tmp_path / "dst2"
+    proc = _run("--dir", str(dst2), "import", str(archive))
+    assert proc.returncode == 1
+    assert "imported 1 entries" in proc.stdout and "archive damaged" in proc.stdout, proc.stdout
+    assert "truncated" in proc.stderr or "beyond the file" in proc.stderr, proc.stderr
+    # Not an archive at all.
+    archive.write_bytes(b"hello")
+    proc = _run("--dir", str(dst2), "import", str(archive))
+    assert proc.returncode == 1 and "not an aotcache archive" in proc.stderr
+
+
+def test_verify_fix_quarantines_and_counts(tmp_path):
+    cache = tmp_path / "c"
+    keys = _fill(cache, 3)
+    store = _core.LocalStore.open(str(cache))
+    bad = Path(store.entry_path(keys[1]))
+    data = bytearray(bad.read_bytes())
+    data[200] ^= 1
+    bad.write_bytes(bytes(data))
+    assert "1 bad" in cli(cache, "verify", expect_rc=1)
+    assert bad.exists()  # verify alone changes nothing
+    out = cli(cache, "verify", "--fix")
+    assert "1 quarantined" in out and "quarantine: 1 files" in out
+    assert not bad.exists()
+    quarantined = list((cache / "quarantine").iterdir())
+    assert len(quarantined) == 1 and keys[1] in quarantined[0].name
+    stats = json.loads(cli(cache, "stats", "--json"))
+    assert stats["counters"]["corrupt"] == 1 and stats["quarantined_files"] == 1
+    assert "0 bad" in cli(cache, "verify")
+    # A corrupt entry met by a lookup is quarantined too, and the lookup is a miss afterwards.
+    bad0 = Path(store.entry_path(keys[0]))
+    bad0.write_bytes(bad0.read_bytes()[:-5])
+    try:
+        store.get(keys[0])
+        raise AssertionError("a corrupt entry was served")
+    except _core.CorruptEntryError:
+        pass
+    assert store.get(keys[0]) is None
+    assert json.loads(cli(cache, "stats", "--json"))["counters"]["corrupt"] == 2
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path):
+    cache = tmp_path / "c"
+    _fill(cache, 3, size=100)
+    piped = _run("--dir", str(cache), "verify")
+    assert piped.returncode == 0 and piped.stderr == ""
+    # stderr on a pseudo-terminal: the bar is drawn.
+    master, slave = pty.openpty()
+    proc = subprocess.run(
+        [str(EXE), "--dir", str(cache), "verify"], stdout=subprocess.PIPE, stderr=slave, text=True, timeout=60
+    )
+    os.close(slave)
+    drawn = os.read(master, 4096).decode()
+    os.close(master)
+    assert proc.returncode == 0
+    assert "verify [" in drawn and "3/3" in drawn and "100%" in drawn, drawn
+
+
+def test_bad_eviction_policy_is_a_usage_error(tmp_path):
+    proc = subprocess.run(
+        [str(EXE), "--dir", str(tmp_path / "c"), "prune"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, AOTCACHE_EVICTION="random"),
+    )
+    assert proc.returncode == 2 and "saved-per-byte" in proc.stderr
+
+
+def test_imported_cache_hits_in_a_fresh_process(tmp_path, run_fresh, cache_dir):
+    cold = run_fresh("mlp")
+    assert cold.stats["misses"] >= 1
+    archive = tmp_path / "warm.aotcar"
+    cli(cache_dir, "export", str(archive))
+    imported = tmp_path / "imported"
+    cli(imported, "import", str(archive))
+    warm = run_fresh("mlp", env={"AOTCACHE_DIR": str(imported)})
+    assert warm.stats["hits"] == cold.stats["misses"] and warm.stats["misses"] == 0
+    assert warm.aot_autograd == {}  # loaded by aotcache, not compiled by AOTAutograd
+    assert_bitwise_equal(cold.tensors, warm.tensors)
