@@ -6,9 +6,7 @@ the aotcache backend keys) and writes, per model:
   <name>.expect  what the C++ tests must find again without Python: node and subgraph counts, the number of inputs,
                  the graph and inputs digests of the key and the verdict of the checks, as computed here.
 
-The capture layer of this branch does not capture higher-order-op bodies (get_attr of a GraphModule) yet, so for
-the checkpoint and cond models this script builds the subgraphs itself from the FX graph, with the capture layer's
-own helpers (normalization, classification, meta), as `subgraph` get_attr nodes (IR target kind "subgraph").
+Higher-order-op bodies (checkpoint, cond) are captured by the capture layer as `subgraph` get_attr nodes.
 
 Usage: .venv/bin/python scripts/capture_fixture_graphs.py [OUT_DIR]   (default tests/data/graphs)
 """
@@ -112,48 +110,23 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], torch.Tensor], boo
 }
 
 
-def _capture_with_subgraphs(gm: torch.fx.GraphModule, constants: dict[bytes, bytes]) -> tuple[_core.Graph, int]:
-    """capture.capture_graph, plus higher-order-op bodies as subgraph nodes. (IR graph, nodes including bodies)."""
-    graph = _core.Graph()
-    positions: dict[torch.fx.Node, int] = {}
-    normalize = capture._ArgNormalizer(positions)
-    total = 0
+def _walk(gm: torch.fx.GraphModule, constants: dict[bytes, bytes]) -> tuple[int, int]:
+    """(nodes, subgraphs) of `gm` with its higher-order-op bodies, counted as the IR holds them (a body that two
+    get_attr nodes share counts twice); collects the bytes of constant tensors into `constants`."""
+    nodes = subgraphs = 0
     for node in gm.graph.nodes:
-        total += 1
-        constant_meta = constant_bytes = subgraph = None
-        if node.op in ("placeholder", "output"):
-            kind, target = "none", str(node.target)
-        elif node.op == "call_function":
-            kind, target = capture._classify_function(node.target)
-        elif node.op == "call_method":
-            kind, target = "tensor_method", str(node.target)
-        elif node.op == "get_attr":
-            value = capture._fetch_attr(gm, node.target)
-            kind, target = "attribute", str(node.target)
-            if isinstance(value, torch.fx.GraphModule):
-                kind = "subgraph"
-                subgraph, nested = _capture_with_subgraphs(value, constants)
-                total += nested
-            elif isinstance(value, torch.Tensor):
-                constant_meta = capture.tensor_meta(value, f"node {node.name}")
-                constant_bytes = capture._tensor_bytes(value)
-                constants[hashlib.sha256(constant_bytes).digest()] = constant_bytes
-        else:
-            raise RuntimeError(f"node {node.name} has op {node.op}, not expected in the fixture models")
-        args = normalize(node.args, node)
-        kwargs = {k: normalize(v, node) for k, v in node.kwargs.items()}
-        meta = capture._semantic_meta(node, normalize) if node.meta else None
-        positions[node] = graph.add_node(
-            node.name, node.op, kind, target, args, kwargs, constant_meta, constant_bytes, meta, subgraph
-        )
-    return graph, total
-
-
-def _has_subgraphs(gm: torch.fx.GraphModule) -> bool:
-    return any(
-        n.op == "get_attr" and isinstance(capture._fetch_attr(gm, n.target), torch.fx.GraphModule)
-        for n in gm.graph.nodes
-    )
+        nodes += 1
+        if node.op != "get_attr":
+            continue
+        value = capture._fetch_attr(gm, node.target)
+        if isinstance(value, torch.fx.GraphModule):
+            sub_nodes, sub_subgraphs = _walk(value, constants)
+            nodes += sub_nodes
+            subgraphs += 1 + sub_subgraphs
+        elif isinstance(value, torch.Tensor):
+            data = capture._tensor_bytes(value)
+            constants[hashlib.sha256(data).digest()] = data
+    return nodes, subgraphs
 
 
 def capture_model(name: str) -> tuple[bytes, dict[str, Any]]:
@@ -172,19 +145,12 @@ def capture_model(name: str) -> tuple[bytes, dict[str, Any]]:
     assert len(seen) == 1, f"{name}: expected one graph, Dynamo produced {len(seen)}"
     gm, example_inputs = seen[0]
     constants: dict[bytes, bytes] = {}
-    if _has_subgraphs(gm):
-        graph, nodes = _capture_with_subgraphs(gm, constants)
-    else:
-        graph, nodes = capture.capture_graph(gm), len(gm.graph.nodes)  # exactly what the backend keys
-        for node in gm.graph.nodes:
-            if node.op == "get_attr" and isinstance(value := capture._fetch_attr(gm, node.target), torch.Tensor):
-                data = capture._tensor_bytes(value)
-                constants[hashlib.sha256(data).digest()] = data
+    nodes, subgraphs = _walk(gm, constants)
+    graph = capture.capture_graph(gm)  # exactly what the backend keys, higher-order-op bodies included
     inputs = capture.capture_inputs(example_inputs)
     key = _core.compute_key(graph, inputs, {}, {}, {}, {})
     digests = {component: digest for component, digest, _ in key.manifest}
     verdict = _core.check_graph(graph)
-    subgraphs = sum(1 for m in gm.modules() if isinstance(m, torch.fx.GraphModule)) - 1
     expect = {
         "nodes": nodes,
         "subgraphs": subgraphs,

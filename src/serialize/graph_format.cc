@@ -28,6 +28,7 @@ constexpr size_t k_min_tensor_meta_size = 4 * 4 + 4 + 4 + 8 + 1;
 constexpr uint8_t k_node_has_constant_meta = 1;
 constexpr uint8_t k_input_has_tensor = 1;
 constexpr uint8_t k_tensor_requires_grad = 1, k_tensor_is_pinned = 2, k_tensor_is_inference = 4;
+constexpr uint8_t k_tensor_symbolic = 8;  // size, stride and offset expressions follow (dynamic shapes)
 
 // Appends little-endian integers; a local writer because this path is hot (10,000-node graphs in about a ms).
 class Out {
@@ -200,9 +201,18 @@ class Writer {
     out->u32(static_cast<uint32_t>(m.strides.size()));
     for (int64_t s : m.strides) out->i64(s);
     out->i64(m.storage_offset);
+    const bool symbolic = !m.size_exprs.empty() || !m.stride_exprs.empty() || !m.storage_offset_expr.empty();
     out->u8(static_cast<uint8_t>((m.requires_grad ? k_tensor_requires_grad : 0) |
-                                 (m.is_pinned ? k_tensor_is_pinned : 0) |
-                                 (m.is_inference ? k_tensor_is_inference : 0)));
+                                 (m.is_pinned ? k_tensor_is_pinned : 0) | (m.is_inference ? k_tensor_is_inference : 0) |
+                                 (symbolic ? k_tensor_symbolic : 0)));
+    if (symbolic) {
+      for (const std::vector<std::string>* exprs : {&m.size_exprs, &m.stride_exprs}) {
+        if (exprs->size() > UINT32_MAX) return too_large("tensor rank");
+        out->u32(static_cast<uint32_t>(exprs->size()));
+        for (const std::string& e : *exprs) AOTCACHE_RETURN_IF_ERROR(str(e, out));
+      }
+      AOTCACHE_RETURN_IF_ERROR(str(m.storage_offset_expr, out));
+    }
     return Status();
   }
 
@@ -422,13 +432,24 @@ class Reader {
     uint8_t bits = 0;
     AOTCACHE_RETURN_IF_ERROR(r->u64(&offset));
     AOTCACHE_RETURN_IF_ERROR(r->u8(&bits));
-    if ((bits & ~(k_tensor_requires_grad | k_tensor_is_pinned | k_tensor_is_inference)) != 0) {
+    if ((bits & ~(k_tensor_requires_grad | k_tensor_is_pinned | k_tensor_is_inference | k_tensor_symbolic)) != 0) {
       return corrupt("tensor flags " + std::to_string(bits));
     }
     m->storage_offset = static_cast<int64_t>(offset);
     m->requires_grad = (bits & k_tensor_requires_grad) != 0;
     m->is_pinned = (bits & k_tensor_is_pinned) != 0;
     m->is_inference = (bits & k_tensor_is_inference) != 0;
+    if (bits & k_tensor_symbolic) {
+      for (std::vector<std::string>* exprs : {&m->size_exprs, &m->stride_exprs}) {
+        uint32_t rank = 0;
+        AOTCACHE_RETURN_IF_ERROR(r->u32(&rank));
+        if (rank > r->remaining() / 4) return corrupt("symbolic rank beyond the remaining bytes");
+        AOTCACHE_RETURN_IF_ERROR(charge(uint64_t{rank} * sizeof(std::string)));
+        exprs->resize(rank);
+        for (std::string& e : *exprs) AOTCACHE_RETURN_IF_ERROR(str(r, &e));
+      }
+      AOTCACHE_RETURN_IF_ERROR(str(r, &m->storage_offset_expr));
+    }
     return Status();
   }
 

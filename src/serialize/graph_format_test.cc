@@ -89,6 +89,28 @@ TEST(GraphFormat, RandomGraphsRoundTripWithTheSameKey) {
   EXPECT_GT(with_constants, 100);
 }
 
+TEST(GraphFormat, SymbolicInputsKeepTheirExpressionsAndKey) {
+  CapturedGraph cg = testing::golden_graph();
+  TensorMeta& t = *cg.inputs[0].tensor;
+  t.size_exprs = {"s0", "3"};
+  t.stride_exprs = {"3", "1"};
+  t.storage_offset_expr = "0";
+  auto back = deserialize_graph(serialize_graph(cg).value());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, cg);
+  EXPECT_EQ(back->inputs[0].tensor->size_exprs, (std::vector<std::string>{"s0", "3"}));
+  const std::string key = compute_key(key_inputs(cg))->hex();
+  EXPECT_EQ(compute_key(key_inputs(*back))->hex(), key);
+  // The expressions are keyed (input tag 'D'): dropping them would change the key.
+  CapturedGraph static_cg = cg;
+  static_cg.inputs[0].tensor->size_exprs.clear();
+  static_cg.inputs[0].tensor->stride_exprs.clear();
+  static_cg.inputs[0].tensor->storage_offset_expr.clear();
+  EXPECT_NE(compute_key(key_inputs(static_cg))->hex(), key);
+  // Static tensors are written as before the symbolic flag existed: the golden bytes did not change.
+  EXPECT_EQ(internal::to_hex(serialize_graph(testing::golden_graph()).value()), k_golden_hex);
+}
+
 TEST(GraphFormat, FloatBitsSurviveExactly) {
   CapturedGraph cg;
   Node n;

@@ -92,7 +92,22 @@ bool contiguous(const TensorMeta& m) {
   return true;
 }
 
+std::string exprs_text(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t k = 0; k < v.size(); ++k) out += (k ? ", " : "") + v[k];
+  return out;
+}
+
+// Symbolic tensors (dynamic shapes) show their size and stride expressions and, in parentheses, the example's.
 std::string tensor_text(const TensorMeta& m) {
+  if (!m.size_exprs.empty() || !m.stride_exprs.empty() || !m.storage_offset_expr.empty()) {
+    std::string out = m.dtype + "[" + exprs_text(m.size_exprs) + "] " + m.device + " stride=[" +
+                      exprs_text(m.stride_exprs) + "] offset=" + m.storage_offset_expr + " (example [" +
+                      ints_text(m.sizes) + "])";
+    if (m.tensor_type != "Tensor") out += " " + m.tensor_type;
+    if (m.requires_grad) out += " requires_grad";
+    return out;
+  }
   std::string out = m.dtype + "[" + ints_text(m.sizes) + "] " + m.device;
   if (!contiguous(m)) out += " stride=[" + ints_text(m.strides) + "]";
   if (m.storage_offset != 0) out += " offset=" + std::to_string(m.storage_offset);
@@ -254,7 +269,22 @@ class JsonPrinter {
     json_string(m.tensor_type, &out_);
     out_ += std::string(",\"requires_grad\":") + (m.requires_grad ? "true" : "false");
     out_ += std::string(",\"is_pinned\":") + (m.is_pinned ? "true" : "false");
-    out_ += std::string(",\"is_inference\":") + (m.is_inference ? "true" : "false") + "}";
+    out_ += std::string(",\"is_inference\":") + (m.is_inference ? "true" : "false");
+    if (!m.size_exprs.empty() || !m.stride_exprs.empty() || !m.storage_offset_expr.empty()) {
+      for (const auto& [name, exprs] :
+           {std::pair<const char*, const std::vector<std::string>*>{"size_exprs", &m.size_exprs},
+            {"stride_exprs", &m.stride_exprs}}) {
+        out_ += std::string(",\"") + name + "\":[";
+        for (size_t k = 0; k < exprs->size(); ++k) {
+          if (k) out_ += ',';
+          json_string((*exprs)[k], &out_);
+        }
+        out_ += ']';
+      }
+      out_ += ",\"storage_offset_expr\":";
+      json_string(m.storage_offset_expr, &out_);
+    }
+    out_ += '}';
   }
 
   void values(const std::vector<Value>& items) {

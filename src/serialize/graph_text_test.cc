@@ -82,5 +82,20 @@ TEST(GraphText, HugeSizesDoNotOverflow) {
   EXPECT_EQ(graph_to_text(cg), "inputs:\n  0: float32[3, 4611686018427387904, 4] cpu stride=[0, 4, 1]\ngraph():\n");
 }
 
+TEST(GraphText, SymbolicTensorsShowTheirExpressions) {
+  CapturedGraph cg;
+  TensorMeta m = testing::tensor({4, 16});
+  m.size_exprs = {"s0", "16"};
+  m.stride_exprs = {"16", "1"};
+  m.storage_offset_expr = "0";
+  cg.inputs.push_back(InputMeta{m, {}});
+  EXPECT_EQ(graph_to_text(cg),
+            "inputs:\n  0: float32[s0, 16] cpu stride=[16, 1] offset=0 (example [4, 16])\ngraph():\n");
+  EXPECT_NE(graph_to_json(cg).find("\"size_exprs\":[\"s0\",\"16\"],\"stride_exprs\":[\"16\",\"1\"],"
+                                   "\"storage_offset_expr\":\"0\""),
+            std::string::npos)
+      << graph_to_json(cg);
+}
+
 }  // namespace
 }  // namespace aotcache

@@ -85,6 +85,11 @@ class RandomGraphGenerator {
     m.is_inference = below(7) == 0;
     m.layout = below(9) ? "strided" : "sparse_coo";
     m.tensor_type = below(3) ? "Tensor" : "Parameter";
+    if (below(4) == 0) {  // dynamic shapes: one expression per size and stride, as the key requires
+      for (size_t k = 0; k < rank; ++k) m.size_exprs.push_back(below(2) ? "s" + std::to_string(k) : "8");
+      for (size_t k = 0; k < rank; ++k) m.stride_exprs.push_back(k + 1 == rank ? "1" : "2*s" + std::to_string(k));
+      m.storage_offset_expr = "0";
+    }
     return m;
   }
 
