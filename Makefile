@@ -1,6 +1,6 @@
 # aotcache: `make demo` and `make test` set everything up on a fresh Debian 12 machine, then run.
 .DEFAULT_GOAL := help
-.PHONY: help setup install build-cpp demo test test-cpp test-python lint format bench bench-quick clean
+.PHONY: help setup install build-cpp demo test test-cpp test-python lint format bench bench-quick fuzz clean
 
 VENV        := .venv
 PY          := $(VENV)/bin/python
@@ -16,6 +16,7 @@ help:
 	@echo "make lint    clang-format and ruff checks"
 	@echo "make bench   aotcache vs torch's caches, fresh processes (25-40 min on 2 shared cores): bench/results/ + plots"
 	@echo "make bench-quick   smoke run of the benchmark (2 models, fewest reps, a few minutes): build/bench-quick/"
+	@echo "make fuzz    build the graph-format fuzzer (clang, ASan+UBSan) and run it FUZZ_SECONDS (60)"
 	@echo "make clean   remove build outputs (keeps .venv)"
 
 setup:
@@ -45,12 +46,12 @@ test-python: install
 test: lint test-cpp test-python
 
 lint: setup
-	clang-format --dry-run --Werror $$(find include src python/bindings bench/cpp -name '*.h' -o -name '*.cc')
+	clang-format --dry-run --Werror $$(find include src fuzz python/bindings bench/cpp -name '*.h' -o -name '*.cc')
 	$(VENV)/bin/ruff format --check python tests bench scripts
 	$(VENV)/bin/ruff check python tests bench scripts
 
 format: setup
-	clang-format -i $$(find include src python/bindings bench/cpp -name '*.h' -o -name '*.cc')
+	clang-format -i $$(find include src fuzz python/bindings bench/cpp -name '*.h' -o -name '*.cc')
 	$(VENV)/bin/ruff format python tests bench scripts
 
 $(VENV)/.bench-installed: requirements-bench.txt | setup
@@ -63,6 +64,17 @@ bench: install $(VENV)/.bench-installed
 
 bench-quick: install $(VENV)/.bench-installed
 	nice $(PY) bench/run.py --quick
+FUZZ_BUILD   := build/fuzz
+FUZZ_SECONDS ?= 60
+# libFuzzer over the graph-format reader, seeded with the fixture graphs; new inputs collect in $(FUZZ_BUILD)/corpus.
+fuzz: setup
+	$(VENV)/bin/cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAOTCACHE_BUILD_FUZZERS=ON \
+	  -DAOTCACHE_BUILD_TESTS=OFF -DAOTCACHE_WERROR=$(AOTCACHE_WERROR) >/dev/null
+	$(VENV)/bin/cmake --build $(FUZZ_BUILD) --target graph_format_fuzzer
+	mkdir -p $(FUZZ_BUILD)/corpus
+	cd $(FUZZ_BUILD) && ./graph_format_fuzzer corpus ../../tests/data/graphs -max_total_time=$(FUZZ_SECONDS) \
+	  -max_len=16384 -print_final_stats=1
 
 clean:
 	rm -rf build $(VENV)/.aotcache-installed

@@ -21,6 +21,7 @@ struct Entry {
   Value metadata;                    // dict of scalars: compile_seconds, created_unix, producer, payload_kind, ...
   std::string payload;               // the serialized compiled artifact, opaque to the core
   ComponentValues component_values;  // optional: encodings of the dict components, for field-level explanations
+  std::string graph;                 // optional: the captured graph (serialize_graph bytes), for `aotcache show`
 
   bool operator==(const Entry&) const = default;
 };
@@ -28,7 +29,8 @@ struct Entry {
 // InvalidArgument when the metadata holds a value the canonical encoding rejects.
 enum class PayloadCompression : uint32_t { kNone = 0, kZstd = 1 };
 
-// With kZstd, payloads of at least 1 KiB are stored zstd-compressed when that makes them smaller (header flags).
+// With kZstd, payloads of at least 1 KiB are stored zstd-compressed when that makes them smaller (header flags);
+// so is the graph (in its own section). An entry without a graph is written byte for byte as before the section.
 Result<std::string> encode_entry(const Entry& entry, PayloadCompression compression = PayloadCompression::kZstd);
 
 // Corruption on bad magic, checksum mismatch, truncation, or a manifest that does not hash to the key;

@@ -102,7 +102,7 @@ def aotcache_backend(
     fn, writable = _try_hit(store, key, t_start, t_key)
     if fn is not None:
         return _adapt_to_graph(fn, gm)
-    return _compile_and_store(gm, example_inputs, opts, store, key, writable, t_start, t_key)
+    return _compile_and_store(gm, example_inputs, opts, store, key, writable, t_start, t_key, (graph, inputs))
 
 
 def _try_hit(
@@ -178,8 +178,10 @@ def _adapt_to_graph(fn: Callable, gm: torch.fx.GraphModule) -> Callable:
     return adapted
 
 
-def _compile_and_store(gm, example_inputs, opts, store, key, writable: bool, t_start: float, t_key: float) -> Callable:
-    """A miss: compile, then write the entry when `writable`."""
+def _compile_and_store(
+    gm, example_inputs, opts, store, key, writable: bool, t_start: float, t_key: float, captured=None
+) -> Callable:
+    """A miss: compile, then write the entry (with the `captured` (graph, inputs), serialized) when `writable`."""
     t_compile = time.perf_counter()
     try:
         fn, payload = compiler.compile_serializable(gm, example_inputs, opts)
@@ -214,7 +216,7 @@ def _compile_and_store(gm, example_inputs, opts, store, key, writable: bool, t_s
     t_put = time.perf_counter()
     if writable:
         try:
-            delta["bytes_written"] = store.put(key, payload, metadata)
+            delta["bytes_written"] = store.put(key, payload, metadata, _serialized_graph(captured))
         except _core.CacheError as e:
             counters.warn_once("store_write", "cannot store entry %s (the compile is used anyway): %s", key.hex[:16], e)
             delta.update({"errors": 1, "error.store_write": 1})
@@ -274,6 +276,17 @@ def _explain_miss(store: _core.LocalStore, key: _core.CacheKey) -> tuple[list[st
         )
     details = "; ".join(parts)
     return differ, f" (differs from a cached entry of the same graph in {', '.join(differ)}: {details})"
+
+
+def _serialized_graph(captured) -> bytes:
+    """The captured graph in the graph format, stored for `aotcache show`; b"" when it cannot be serialized."""
+    if captured is None:
+        return b""
+    try:
+        return _core.serialize_graph(*captured)
+    except _core.CacheError as e:  # the entry is useful without its graph: never fail the store for it
+        log.debug("cannot serialize the graph: %s", e)
+        return b""
 
 
 def _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, key, t_start, t_key) -> Callable:

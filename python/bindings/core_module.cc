@@ -13,8 +13,10 @@
 
 #include "aotcache/check.h"
 #include "aotcache/entry.h"
+#include "aotcache/graph_text.h"
 #include "aotcache/guard.h"
 #include "aotcache/key.h"
+#include "aotcache/serialize.h"
 #include "aotcache/store.h"
 #include "base/sha256.h"
 #include "env/fault_injecting_file_system.h"
@@ -221,10 +223,30 @@ TargetKind parse_target_kind(const std::string& kind) {
   raise(Status::invalid_argument("unknown target kind '" + kind + "'"));
 }
 
+// Graph inputs as the capture layer lists them: TensorMeta objects and plain scalars.
+std::vector<InputMeta> input_metas(nb::list inputs) {
+  std::vector<InputMeta> out;
+  for (nb::handle item : inputs) {
+    InputMeta im;
+    if (nb::isinstance<TensorMeta>(item)) {
+      im.tensor = nb::cast<TensorMeta>(item);
+    } else {
+      im.scalar = to_value(item, 0);
+    }
+    out.push_back(std::move(im));
+  }
+  return out;
+}
+
+CapturedGraph parse_graph_bytes(nb::bytes data) {
+  return unwrap(deserialize_graph(std::string_view(data.c_str(), data.size())));
+}
+
 // An entry as Python sees it after a successful, verified read.
 struct LoadedEntry {
   std::string key;
   nb::bytes payload;
+  nb::bytes graph;  // serialized graph, b"" for entries written without one
   std::vector<std::tuple<std::string, std::string, std::string>> manifest;
   nb::object metadata;
   nb::dict component_values;  // component name -> canonical encoding (bytes)
@@ -359,15 +381,7 @@ NB_MODULE(_core, m) {
          nb::dict user) {
         KeyInputs in;
         in.graph = &g;
-        for (nb::handle item : inputs) {
-          InputMeta im;
-          if (nb::isinstance<TensorMeta>(item)) {
-            im.tensor = nb::cast<TensorMeta>(item);
-          } else {
-            im.scalar = to_value(item, 0);
-          }
-          in.inputs.push_back(std::move(im));
-        }
+        in.inputs = input_metas(inputs);
         in.autograd_state = to_value(autograd_state, 0);
         in.config = to_value(config, 0);
         in.environment = to_value(environment, 0);
@@ -377,6 +391,37 @@ NB_MODULE(_core, m) {
       },
       "graph"_a, "inputs"_a, "autograd_state"_a, "config"_a, "environment"_a, "user"_a);
 
+  m.def(
+      "serialize_graph",
+      [](const Graph& g, nb::list inputs, std::optional<nb::dict> constants, uint64_t max_constant_bytes) {
+        CapturedGraph cg;
+        cg.graph = g;
+        cg.inputs = input_metas(inputs);
+        if (constants.has_value()) {
+          for (auto [k, v] : *constants) {
+            auto digest = nb::cast<nb::bytes>(k);
+            auto bytes = nb::cast<nb::bytes>(v);
+            cg.constants[std::string(digest.c_str(), digest.size())] = std::string(bytes.c_str(), bytes.size());
+          }
+        }
+        SerializeOptions o;
+        o.max_constant_bytes = max_constant_bytes;
+        std::string bytes;
+        {
+          nb::gil_scoped_release release;
+          bytes = unwrap(serialize_graph(cg, o));
+        }
+        return nb::bytes(bytes.data(), bytes.size());
+      },
+      "graph"_a, "inputs"_a, "constants"_a = nb::none(), "max_constant_bytes"_a = 1u << 20,
+      "The graph format bytes (docs/graph-format.md) of a captured graph and its inputs; `constants` maps SHA-256 "
+      "digests (raw bytes) to constant bytes. Raises CacheError for a graph the format refuses.");
+  m.def(
+      "graph_to_text", [](nb::bytes data) { return graph_to_text(parse_graph_bytes(data)); }, "data"_a,
+      "The FX-like listing of serialized graph bytes. Raises CorruptEntryError or IncompatibleEntryError.");
+  m.def(
+      "graph_to_json", [](nb::bytes data) { return graph_to_json(parse_graph_bytes(data)); }, "data"_a,
+      "The JSON form of serialized graph bytes. Raises CorruptEntryError or IncompatibleEntryError.");
   m.def(
       "select_guarded",
       [](const std::vector<std::vector<std::string>>& candidates, const std::vector<int64_t>& sizes) {
@@ -449,6 +494,7 @@ NB_MODULE(_core, m) {
   nb::class_<LoadedEntry>(m, "LoadedEntry")
       .def_ro("key", &LoadedEntry::key)
       .def_ro("payload", &LoadedEntry::payload)
+      .def_ro("graph", &LoadedEntry::graph)
       .def_ro("manifest", &LoadedEntry::manifest)
       .def_ro("metadata", &LoadedEntry::metadata)
       .def_ro("component_values", &LoadedEntry::component_values);
@@ -484,24 +530,30 @@ NB_MODULE(_core, m) {
               e = unwrap(s.get(key));
             }
             if (!e) return std::nullopt;
-            return LoadedEntry{key, nb::bytes(e->payload.data(), e->payload.size()), manifest_rows(e->manifest),
-                               from_value(e->metadata), component_values_dict(e->component_values)};
+            return LoadedEntry{key,
+                               nb::bytes(e->payload.data(), e->payload.size()),
+                               nb::bytes(e->graph.data(), e->graph.size()),
+                               manifest_rows(e->manifest),
+                               from_value(e->metadata),
+                               component_values_dict(e->component_values)};
           },
           "key"_a, "The verified entry, or None on a miss. Raises CorruptEntryError or CacheIOError.")
       .def(
           "put",
-          [](LocalStore& s, const CacheKey& key, nb::bytes payload, nb::dict metadata) {
+          [](LocalStore& s, const CacheKey& key, nb::bytes payload, nb::dict metadata, nb::bytes graph) {
             Entry e;
             e.key_digest = key.digest;
             e.manifest = key.manifest;
             e.component_values = key.component_values;
             e.metadata = to_value(metadata, 0);
             e.payload.assign(payload.c_str(), payload.size());
+            e.graph.assign(graph.c_str(), graph.size());
             nb::gil_scoped_release release;
             check(s.put(e));
             return e.payload.size();
           },
-          "key"_a, "payload"_a, "metadata"_a, "Writes the entry atomically; returns the payload size.")
+          "key"_a, "payload"_a, "metadata"_a, "graph"_a = nb::bytes("", 0),
+          "Writes the entry atomically, with the serialized graph when given; returns the payload size.")
       .def(
           "remove", [](LocalStore& s, const std::string& key) { check(s.remove(key)); }, "key"_a)
       .def("list",

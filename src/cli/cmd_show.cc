@@ -1,12 +1,55 @@
-// `aotcache show KEY [--json]`: an entry's header, manifest and metadata.
+// `aotcache show KEY [--json]`: an entry's header, manifest, metadata and captured graph.
+#include <optional>
 #include <ostream>
+#include <sstream>
 
+#include "aotcache/graph_text.h"
+#include "aotcache/serialize.h"
 #include "base/sha256.h"
 #include "cli/commands.h"
 #include "cli/json_writer.h"
+#include "key/canonical_encoder.h"
 #include "key/summary.h"
 
 namespace aotcache::cli {
+namespace {
+
+// The entry's graph, decoded, and whether it is the graph the key was computed over: its graph and inputs
+// component digests equal the manifest's (the graph section is otherwise protected by the trailer only).
+struct ShownGraph {
+  std::optional<CapturedGraph> graph;
+  std::string version;  // "1.0"
+  std::string problem;  // why there is no graph, or why it does not match; empty when it matches
+};
+
+ShownGraph shown_graph(const Entry& e) {
+  ShownGraph out;
+  if (e.graph.empty()) {
+    out.problem = "not stored (entry written without its graph)";
+    return out;
+  }
+  if (auto v = graph_format_version(e.graph); v.ok()) {
+    out.version = std::to_string(v->major) + "." + std::to_string(v->minor);
+  }
+  auto g = deserialize_graph(e.graph);
+  if (!g.ok()) {
+    out.problem = "unreadable: " + g.status().to_string();
+    return out;
+  }
+  out.graph = std::move(*g);
+  internal::ByteWriter graph_bytes, input_bytes;
+  const ManifestComponent* graph_c = e.manifest.find("graph");
+  const ManifestComponent* inputs_c = e.manifest.find("inputs");
+  if (!internal::encode_graph(out.graph->graph, &graph_bytes).ok() ||
+      !internal::encode_inputs(out.graph->inputs, &input_bytes).ok() || graph_c == nullptr || inputs_c == nullptr ||
+      component_digest("graph", graph_bytes.bytes()) != graph_c->digest ||
+      component_digest("inputs", input_bytes.bytes()) != inputs_c->digest) {
+    out.problem = "does not match the manifest's graph and inputs digests";
+  }
+  return out;
+}
+
+}  // namespace
 
 int run_show(const Invocation& inv) {
   const auto pos = inv.positional();
@@ -49,7 +92,19 @@ int run_show(const Invocation& inv) {
         w.string(internal::value_to_text(v));
       }
     }
-    w.end_object().end_object();
+    w.end_object();
+    const ShownGraph g = shown_graph(e);
+    w.key("graph_bytes").integer(static_cast<int64_t>(e.graph.size()));
+    w.key("graph_format").string(g.version);
+    w.key("graph_matches_manifest").boolean(g.graph.has_value() && g.problem.empty());
+    if (!g.problem.empty()) w.key("graph_problem").string(g.problem);
+    w.key("graph");
+    if (g.graph.has_value()) {
+      w.raw(graph_to_json(*g.graph));
+    } else {
+      w.null();
+    }
+    w.end_object();
     *inv.out << w.text() << "\n";
     return k_exit_ok;
   }
@@ -65,6 +120,14 @@ int run_show(const Invocation& inv) {
     std::string name = c.name;
     name.resize(std::max<size_t>(name.size(), 15), ' ');
     *inv.out << "  " << name << internal::to_hex(c.digest).substr(0, 16) << "  " << c.summary << "\n";
+  }
+  const ShownGraph g = shown_graph(e);
+  *inv.out << "graph          ";
+  if (!g.version.empty()) *inv.out << "format v" << g.version << ", " << e.graph.size() << " bytes, ";
+  *inv.out << (g.problem.empty() ? "matches the manifest" : g.problem) << "\n";
+  if (g.graph.has_value()) {
+    std::istringstream lines(graph_to_text(*g.graph));
+    for (std::string line; std::getline(lines, line);) *inv.out << "  " << line << "\n";
   }
   return k_exit_ok;
 }

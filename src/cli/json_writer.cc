@@ -88,4 +88,16 @@ JsonWriter& JsonWriter::boolean(bool v) {
   return *this;
 }
 
+JsonWriter& JsonWriter::null() {
+  separate();
+  out_ += "null";
+  return *this;
+}
+
+JsonWriter& JsonWriter::raw(std::string_view json) {
+  separate();
+  out_ += json;
+  return *this;
+}
+
 }  // namespace aotcache::cli

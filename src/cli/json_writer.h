@@ -20,6 +20,9 @@ class JsonWriter {
   JsonWriter& integer(int64_t v);
   JsonWriter& number(double v);
   JsonWriter& boolean(bool v);
+  JsonWriter& null();
+  // REQUIRES: `json` is one complete JSON value (an object written by another module).
+  JsonWriter& raw(std::string_view json);
   const std::string& text() const { return out_; }
 
  private:

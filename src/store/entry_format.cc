@@ -18,6 +18,7 @@ enum SectionTag : uint32_t {
   k_section_metadata = 2,
   k_section_payload = 3,
   k_section_component_values = 4,  // optional
+  k_section_graph = 5,             // optional: u8 compression || (raw bytes | u64 raw size || zstd frame)
 };
 
 constexpr size_t k_header_size = 8 + 4 + 4 + 32 + 4;
@@ -67,6 +68,43 @@ Status decode_component_values(std::string_view bytes, ComponentValues* out) {
   return Status();
 }
 
+// The graph section: u8 compression (PayloadCompression), then the serialized graph, zstd-compressed when that
+// saves space (graphs of thousands of nodes repeat the same records).
+std::string encode_graph_section(const std::string& graph, PayloadCompression compression) {
+  ByteWriter w;
+  if (compression == PayloadCompression::kZstd && graph.size() >= k_min_compressed_payload) {
+    std::string frame = internal::zstd_compress(graph, k_zstd_level);
+    if (!frame.empty() && frame.size() + 8 < graph.size()) {
+      w.u8(static_cast<uint8_t>(PayloadCompression::kZstd));
+      w.u64(graph.size());
+      w.raw(frame);
+      return w.take();
+    }
+  }
+  w.u8(static_cast<uint8_t>(PayloadCompression::kNone));
+  w.raw(graph);
+  return w.take();
+}
+
+Status decode_graph_section(std::string_view bytes, std::string* out) {
+  ByteReader r(bytes);
+  uint8_t compression = 0;
+  AOTCACHE_RETURN_IF_ERROR(r.u8(&compression));
+  if (compression == static_cast<uint8_t>(PayloadCompression::kNone)) {
+    *out = std::string(bytes.substr(1));
+    return Status();
+  }
+  if (compression != static_cast<uint8_t>(PayloadCompression::kZstd)) {
+    return Status::corruption("graph section compression " + std::to_string(compression));
+  }
+  uint64_t raw_size = 0;
+  AOTCACHE_RETURN_IF_ERROR(r.u64(&raw_size));
+  std::string_view frame;
+  AOTCACHE_RETURN_IF_ERROR(r.raw(r.remaining(), &frame));
+  AOTCACHE_ASSIGN_OR_RETURN(*out, internal::zstd_decompress(frame, raw_size));
+  return Status();
+}
+
 }  // namespace
 
 Result<std::string> encode_entry(const Entry& entry, PayloadCompression compression) {
@@ -100,11 +138,15 @@ Result<std::string> encode_entry(const Entry& entry, PayloadCompression compress
     values.str(name);
     values.str(bytes);
   }
-  w.u32(4);
+  // Without a graph the entry is the four-section layout of before: old entries and golden bytes are unchanged.
+  const std::string graph = entry.graph.empty() ? std::string() : encode_graph_section(entry.graph, compression);
+  w.u32(entry.graph.empty() ? 4 : 5);
   for (const auto& [tag, bytes] : {std::pair<uint32_t, std::string_view>{k_section_manifest, manifest},
                                    {k_section_metadata, meta.bytes()},
                                    {k_section_payload, payload},
-                                   {k_section_component_values, values.bytes()}}) {
+                                   {k_section_component_values, values.bytes()},
+                                   {k_section_graph, graph}}) {
+    if (tag == k_section_graph && entry.graph.empty()) continue;
     w.u32(tag);
     w.u64(bytes.size());
     w.raw(bytes);
@@ -142,7 +184,7 @@ Result<Entry> decode_entry(std::string_view bytes) {
   AOTCACHE_RETURN_IF_ERROR(r.raw(internal::k_digest_size, &key));
   e.key_digest = std::string(key);
   AOTCACHE_RETURN_IF_ERROR(r.u32(&sections));
-  bool seen[5] = {false, false, false, false, false};
+  bool seen[6] = {false, false, false, false, false, false};
   for (uint32_t s = 0; s < sections; ++s) {
     uint32_t tag = 0;
     uint64_t len = 0;
@@ -151,7 +193,7 @@ Result<Entry> decode_entry(std::string_view bytes) {
     if (len > r.remaining()) return Status::corruption("section longer than the entry");
     std::string_view data;
     AOTCACHE_RETURN_IF_ERROR(r.raw(static_cast<size_t>(len), &data));
-    if (tag < 1 || tag > 4) continue;  // unknown sections are optional by rule: skip
+    if (tag < 1 || tag > 5) continue;  // unknown sections are optional by rule: skip
     if (seen[tag]) return Status::corruption("section " + std::to_string(tag) + " appears twice");
     seen[tag] = true;
     if (tag == k_section_manifest) {
@@ -172,8 +214,12 @@ Result<Entry> decode_entry(std::string_view bytes) {
       } else {
         e.payload = std::string(data);
       }
-    } else {
+    } else if (tag == k_section_component_values) {
       AOTCACHE_RETURN_IF_ERROR(decode_component_values(data, &e.component_values));
+    } else {
+      // Kept as bytes: the store does not interpret the graph (aotcache show and the bindings do).
+      AOTCACHE_RETURN_IF_ERROR(decode_graph_section(data, &e.graph));
+      if (e.graph.empty()) return Status::corruption("empty graph section");
     }
   }
   if (!r.done()) return Status::corruption("trailing bytes after the last section");

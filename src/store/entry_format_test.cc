@@ -132,6 +132,45 @@ TEST(EntryFormat, MetadataMustBeADict) {
   EXPECT_EQ(encode_entry(e).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(EntryFormat, GraphSectionIsOptional) {
+  Entry without = sample_entry();
+  const std::string old_layout = encode_entry(without).value();
+  EXPECT_EQ(old_layout[48], 4);  // section count: entries without a graph keep the four-section layout
+  Entry with = without;
+  with.graph = std::string("AOTG\x01\x00\x00\x00serialized graph", 24);
+  const std::string bytes = encode_entry(with).value();
+  EXPECT_EQ(bytes[48], 5);
+  auto back = decode_entry(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, with);
+  // A reader of the four-section layout (this one too) reads the old bytes.
+  EXPECT_EQ(decode_entry(old_layout).value(), without);
+}
+
+TEST(EntryFormat, LargeGraphsAreCompressed) {
+  Entry e = sample_entry();
+  for (int k = 0; k < 2000; ++k) e.graph += "node record " + std::to_string(k % 10) + ";";
+  const std::string packed = encode_entry(e).value();
+  EXPECT_LT(packed.size(), e.graph.size() / 3);
+  EXPECT_EQ(decode_entry(packed).value(), e);
+  const std::string plain = encode_entry(e, PayloadCompression::kNone).value();
+  EXPECT_GT(plain.size(), e.graph.size());
+  EXPECT_EQ(decode_entry(plain).value(), e);
+}
+
+TEST(EntryFormat, DamagedGraphSectionIsCorruption) {
+  Entry e = sample_entry();
+  e.graph = "g";
+  std::string bytes = encode_entry(e).value();
+  // The graph section is last: tag 5, length 2, compression byte, 'g'. An unknown compression byte, re-sealed.
+  const size_t compression_byte = bytes.size() - 32 - 2;
+  ASSERT_EQ(bytes[compression_byte], 0);
+  bytes[compression_byte] = 7;
+  std::string body = bytes.substr(0, bytes.size() - 32);
+  bytes = body + internal::sha256(body);
+  EXPECT_EQ(decode_entry(bytes).status().code(), StatusCode::kCorruption);
+}
+
 TEST(EntryFormat, ManifestMustHashToKey) {
   Entry e = sample_entry();
   e.key_digest = internal::sha256("another key");
