@@ -98,7 +98,9 @@ def aotcache_backend(
     t_key = time.perf_counter()
 
     if table:
-        return _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, key, t_start, t_key)
+        return _symbolic_lookup_or_compile(
+            gm, example_inputs, fakes, table, opts, store, key, t_start, t_key, (graph, inputs)
+        )
     fn, writable = _try_hit(store, key, t_start, t_key)
     if fn is not None:
         return _adapt_to_graph(fn, gm)
@@ -289,7 +291,9 @@ def _serialized_graph(captured) -> bytes:
         return b""
 
 
-def _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, key, t_start, t_key) -> Callable:
+def _symbolic_lookup_or_compile(
+    gm, example_inputs, fakes, table, opts, store, key, t_start, t_key, captured=None
+) -> Callable:
     """A symbolic graph: the key holds an index of guarded candidates; the first whose guards hold is a hit, none
     is a guard miss, and the new compile is added beside the others."""
     candidates: list[dict[str, Any]] = []
@@ -335,7 +339,7 @@ def _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, k
         "payload_kind": "inductor_aot_artifact",
     }
     try:
-        delta["bytes_written"] = store.put(candidate_key, payload, metadata)
+        delta["bytes_written"] = store.put(candidate_key, payload, metadata, _serialized_graph(captured))
         # Read-modify-write of the index: a concurrent writer may drop one candidate (a later miss re-adds it).
         candidates = [c for c in candidates if c["key"] != candidate_key.hex]
         candidates.append({"key": candidate_key.hex, "guards": guards, "ranges": symbolic.symbol_ranges(table)})
