@@ -7,6 +7,8 @@ PY          := $(VENV)/bin/python
 CPP_BUILD   := build/cpp
 # Warnings are errors in every build these targets make (CI runs `make test`).
 export AOTCACHE_WERROR ?= ON
+# Two pytest workers, one test file each (module fixtures run once): most tests wait on compiles in subprocesses.
+PYTEST_FLAGS ?= -n 2 --dist loadfile
 PY_SOURCES  := $(shell find python -name '*.py' -o -name '*.cc')
 CPP_SOURCES := $(shell find include src -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
 
@@ -41,7 +43,7 @@ test-cpp: build-cpp
 	cd $(CPP_BUILD) && ../../$(VENV)/bin/ctest --output-on-failure
 
 test-python: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_FLAGS)
 
 test: lint test-cpp test-python
 
