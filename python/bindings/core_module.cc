@@ -58,6 +58,8 @@ PyObject* g_corrupt_entry_error = nullptr;
 PyObject* g_cache_io_error = nullptr;
 PyObject* g_unencodable_error = nullptr;
 PyObject* g_incompatible_entry_error = nullptr;
+PyObject* g_untrusted_entry_error = nullptr;
+PyObject* g_remote_unavailable_error = nullptr;
 
 [[noreturn]] void raise(const Status& s) {
   throw StatusError{s};
@@ -254,11 +256,16 @@ NB_MODULE(_core, m) {
   g_cache_io_error = PyErr_NewException("aotcache._core.CacheIOError", g_cache_error, nullptr);
   g_unencodable_error = PyErr_NewException("aotcache._core.UnencodableError", g_cache_error, nullptr);
   g_incompatible_entry_error = PyErr_NewException("aotcache._core.IncompatibleEntryError", g_cache_error, nullptr);
+  // A subclass of CorruptEntryError: callers that recompile a corrupt entry treat an unsigned one alike.
+  g_untrusted_entry_error = PyErr_NewException("aotcache._core.UntrustedEntryError", g_corrupt_entry_error, nullptr);
+  g_remote_unavailable_error = PyErr_NewException("aotcache._core.RemoteUnavailableError", g_cache_error, nullptr);
   m.attr("CacheError") = nb::handle(g_cache_error);
   m.attr("CorruptEntryError") = nb::handle(g_corrupt_entry_error);
   m.attr("CacheIOError") = nb::handle(g_cache_io_error);
   m.attr("UnencodableError") = nb::handle(g_unencodable_error);
   m.attr("IncompatibleEntryError") = nb::handle(g_incompatible_entry_error);
+  m.attr("UntrustedEntryError") = nb::handle(g_untrusted_entry_error);
+  m.attr("RemoteUnavailableError") = nb::handle(g_remote_unavailable_error);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
@@ -270,6 +277,8 @@ NB_MODULE(_core, m) {
         case StatusCode::kCorruption: type = g_corrupt_entry_error; break;
         case StatusCode::kUnsupported: type = g_incompatible_entry_error; break;  // e.g. a newer entry format
         case StatusCode::kIOError: type = g_cache_io_error; break;
+        case StatusCode::kUnauthenticated: type = g_untrusted_entry_error; break;
+        case StatusCode::kUnavailable: type = g_remote_unavailable_error; break;
         default: break;
       }
       PyErr_SetString(type, e.status.to_string().c_str());

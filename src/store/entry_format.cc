@@ -1,8 +1,10 @@
 // Entry encoding v1. Layout and rules: docs/entry-format.md.
 #include <cstring>
+#include <optional>
 
 #include "aotcache/entry.h"
 #include "base/bytes.h"
+#include "base/hmac.h"
 #include "base/sha256.h"
 #include "key/canonical_encoder.h"
 #include "store/compression.h"
@@ -18,7 +20,10 @@ enum SectionTag : uint32_t {
   k_section_metadata = 2,
   k_section_payload = 3,
   k_section_component_values = 4,  // optional
+  k_section_signature = 5,         // optional; when present, the last section (§9)
 };
+
+constexpr uint32_t k_signature_scheme_hmac_sha256 = 1;
 
 constexpr size_t k_header_size = 8 + 4 + 4 + 32 + 4;
 constexpr size_t k_min_compressed_payload = 1024;
@@ -67,9 +72,51 @@ Status decode_component_values(std::string_view bytes, ComponentValues* out) {
   return Status();
 }
 
+// Walks the section headers only (no contents decoded) to find the signature section, which must be the last one;
+// with a verifier, checks it against the bytes before it. `body` excludes the checksum trailer.
+Status check_signature(std::string_view body, size_t sections_at, uint32_t sections, const SigningKeys* verifier) {
+  ByteReader r(body.substr(sections_at));
+  std::optional<size_t> signature_at;
+  std::string_view signature;
+  for (uint32_t s = 0; s < sections; ++s) {
+    const size_t at = sections_at + r.position();
+    uint32_t tag = 0;
+    uint64_t len = 0;
+    AOTCACHE_RETURN_IF_ERROR(r.u32(&tag));
+    AOTCACHE_RETURN_IF_ERROR(r.u64(&len));
+    if (len > r.remaining()) return Status::corruption("section longer than the entry");
+    std::string_view data;
+    AOTCACHE_RETURN_IF_ERROR(r.raw(static_cast<size_t>(len), &data));
+    if (tag != k_section_signature) continue;
+    if (signature_at.has_value()) return Status::corruption("section 5 appears twice");
+    if (s + 1 != sections) return Status::corruption("the signature section is not the last section");
+    signature_at = at;
+    signature = data;
+  }
+  if (verifier == nullptr || !verifier->enabled()) return Status();
+  if (!signature_at.has_value()) return Status::unauthenticated("entry is not signed and a signing key is set");
+  ByteReader sr(signature);
+  uint32_t scheme = 0;
+  std::string_view key_id, mac;
+  AOTCACHE_RETURN_IF_ERROR(sr.u32(&scheme));
+  if (scheme != k_signature_scheme_hmac_sha256) {
+    return Status::unauthenticated("entry signed with unknown scheme " + std::to_string(scheme));
+  }
+  AOTCACHE_RETURN_IF_ERROR(sr.str(&key_id));
+  AOTCACHE_RETURN_IF_ERROR(sr.raw(internal::k_digest_size, &mac));
+  if (!sr.done()) return Status::corruption("trailing bytes after the signature");
+  const SigningKey* key = verifier->find(std::string(key_id));
+  if (key == nullptr) return Status::unauthenticated("entry signed with unknown key id '" + std::string(key_id) + "'");
+  const std::string expected = internal::hmac_sha256(key->secret, body.substr(0, *signature_at));
+  if (!internal::constant_time_equal(expected, mac)) {
+    return Status::unauthenticated("entry signature does not match key '" + key->id + "'");
+  }
+  return Status();
+}
+
 }  // namespace
 
-Result<std::string> encode_entry(const Entry& entry, PayloadCompression compression) {
+Result<std::string> encode_entry(const Entry& entry, PayloadCompression compression, const SigningKeys* signer) {
   if (entry.metadata.kind != Value::Kind::kDict) return Status::invalid_argument("entry metadata must be a dict");
   ByteWriter meta;
   AOTCACHE_RETURN_IF_ERROR(internal::encode_value(entry.metadata, 0, &meta));
@@ -100,7 +147,8 @@ Result<std::string> encode_entry(const Entry& entry, PayloadCompression compress
     values.str(name);
     values.str(bytes);
   }
-  w.u32(4);
+  const bool sign = signer != nullptr && signer->enabled();
+  w.u32(sign ? 5 : 4);
   for (const auto& [tag, bytes] : {std::pair<uint32_t, std::string_view>{k_section_manifest, manifest},
                                    {k_section_metadata, meta.bytes()},
                                    {k_section_payload, payload},
@@ -109,12 +157,25 @@ Result<std::string> encode_entry(const Entry& entry, PayloadCompression compress
     w.u64(bytes.size());
     w.raw(bytes);
   }
+  if (sign) {
+    // The MAC covers every byte before the signature section: header (with the section count), manifest,
+    // metadata, payload and component values.
+    const SigningKey& key = signer->keys.front();
+    const std::string mac = internal::hmac_sha256(key.secret, w.bytes());
+    ByteWriter sig;
+    sig.u32(k_signature_scheme_hmac_sha256);
+    sig.str(key.id);
+    sig.raw(mac);
+    w.u32(k_section_signature);
+    w.u64(sig.size());
+    w.raw(sig.bytes());
+  }
   const std::string checksum = internal::sha256(w.bytes());
   w.raw(checksum);
   return w.take();
 }
 
-Result<Entry> decode_entry(std::string_view bytes) {
+Result<Entry> decode_entry(std::string_view bytes, const SigningKeys* verifier) {
   if (bytes.size() < k_header_size + internal::k_digest_size) {
     return Status::corruption("entry of " + std::to_string(bytes.size()) + " bytes is shorter than a header");
   }
@@ -142,7 +203,8 @@ Result<Entry> decode_entry(std::string_view bytes) {
   AOTCACHE_RETURN_IF_ERROR(r.raw(internal::k_digest_size, &key));
   e.key_digest = std::string(key);
   AOTCACHE_RETURN_IF_ERROR(r.u32(&sections));
-  bool seen[5] = {false, false, false, false, false};
+  AOTCACHE_RETURN_IF_ERROR(check_signature(body, r.position(), sections, verifier));
+  bool seen[6] = {false, false, false, false, false, false};
   for (uint32_t s = 0; s < sections; ++s) {
     uint32_t tag = 0;
     uint64_t len = 0;
@@ -151,7 +213,8 @@ Result<Entry> decode_entry(std::string_view bytes) {
     if (len > r.remaining()) return Status::corruption("section longer than the entry");
     std::string_view data;
     AOTCACHE_RETURN_IF_ERROR(r.raw(static_cast<size_t>(len), &data));
-    if (tag < 1 || tag > 4) continue;  // unknown sections are optional by rule: skip
+    if (tag == k_section_signature) continue;  // checked above
+    if (tag < 1 || tag > 4) continue;          // unknown sections are optional by rule: skip
     if (seen[tag]) return Status::corruption("section " + std::to_string(tag) + " appears twice");
     seen[tag] = true;
     if (tag == k_section_manifest) {
