@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(g++ make pkg-config libssl-dev libzstd-dev libgtest-dev python3-venv python3-dev clang-format)
+APT_PACKAGES=(g++ make pkg-config libssl-dev libzstd-dev libgtest-dev python3-venv python3-dev clang-format
+  libhiredis-dev redis-server)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -8,6 +8,7 @@
 
 #include "aotcache/ir.h"
 #include "aotcache/key.h"
+#include "aotcache/signing.h"
 #include "aotcache/status.h"
 
 namespace aotcache {
@@ -31,11 +32,16 @@ enum class PayloadCompression : uint32_t { kNone = 0, kZstd = 1 };
 
 // With kZstd, payloads of at least 1 KiB are stored zstd-compressed when that makes them smaller (header flags);
 // so is the graph (in its own section). An entry without a graph is written byte for byte as before the section.
-Result<std::string> encode_entry(const Entry& entry, PayloadCompression compression = PayloadCompression::kZstd);
+// With `signer` enabled, the entry ends with a signature section by signer->keys[0] (docs/entry-format.md).
+Result<std::string> encode_entry(const Entry& entry, PayloadCompression compression = PayloadCompression::kZstd,
+                                 const SigningKeys* signer = nullptr);
 
 // Corruption on bad magic, checksum mismatch, truncation, or a manifest that does not hash to the key;
 // Unsupported on a newer format version. Never crashes on arbitrary bytes.
-Result<Entry> decode_entry(std::string_view bytes);
+// With `verifier` enabled, Unauthenticated for an entry that is unsigned, signed by a key id the verifier lacks,
+// or whose MAC does not match; the signature is checked before any section's contents are decoded or inflated.
+// Without a verifier, a signature section is checked for its place only (last), not verified.
+Result<Entry> decode_entry(std::string_view bytes, const SigningKeys* verifier = nullptr);
 
 // The metadata of an entry from the first bytes of its file, WITHOUT verifying the checksum: for ranking entries
 // (eviction by compile seconds saved) where reading whole files would cost too much. Never trust it for more.

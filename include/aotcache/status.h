@@ -17,6 +17,8 @@ enum class StatusCode {
   kIOError,          // the file system failed (full disk, permissions, read-only)
   kUnsupported,      // well-formed but not handled (a newer format version, an unknown value kind)
   kInternal,         // a broken invariant of aotcache itself
+  kUnauthenticated,  // well-formed bytes whose signature is missing, unknown or wrong: never load them
+  kUnavailable,      // a remote service is down, refused or timed out; transient, the caller goes on without it
 };
 
 const char* status_code_name(StatusCode code);
@@ -33,6 +35,8 @@ class [[nodiscard]] Status {
   static Status io_error(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
   static Status unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
   static Status internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status unauthenticated(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
+  static Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

@@ -12,6 +12,7 @@
 
 #include "aotcache/entry.h"
 #include "aotcache/file_system.h"
+#include "aotcache/signing.h"
 #include "aotcache/status.h"
 
 namespace aotcache {
@@ -62,13 +63,14 @@ bool is_valid_key_hex(const std::string& key_hex);
 
 class LocalStore {
  public:
-  // Creates the layout under `dir` when missing. IOError when the directory cannot be created or written.
-  // `fs` must outlive the store.
+  // Creates the layout under `dir` when missing. IOError when the directory cannot be created or written;
+  // InvalidArgument when $AOTCACHE_SIGNING_KEY is malformed. `fs` must outlive the store.
   static Result<std::unique_ptr<LocalStore>> open(const std::string& dir, FileSystem* fs = default_file_system());
 
   // nullopt on a miss; a hit marks the entry used (mtime, best effort). Corruption when the stored bytes fail their
-  // checks: the file is then moved to quarantine/ (best effort, counted as `corrupt`), so it is never served and
-  // the next lookup is a miss. Unsupported (a newer format) leaves the file alone.
+  // checks, Unauthenticated when signing keys are set and the entry's signature is missing or wrong: the file is
+  // then moved to quarantine/ (best effort, counted as `corrupt`), so it is never served and the next lookup is a
+  // miss. Unsupported (a newer format) leaves the file alone.
   Result<std::optional<Entry>> get(const std::string& key_hex);
   // Like get, without side effects: OK for a valid entry, NotFound, Corruption or Unsupported. For `verify`.
   Status check_entry(const std::string& key_hex);
@@ -80,7 +82,8 @@ class LocalStore {
   // IOError naming the entry and the cause (errno's text), no entry, no temp file, the ledger unchanged.
   Status put(const Entry& entry);
   // Stores already encoded entry bytes exactly, after decode_entry accepts them (checksum, manifest hashes to the
-  // key). Returns the key. Corruption or Unsupported for bytes that fail, and nothing is written. For import.
+  // key, signature when keys are set). Returns the key. Corruption, Unauthenticated or Unsupported for bytes that
+  // fail, and nothing is written. For import and for backfilling from a remote tier.
   Result<std::string> put_encoded(std::string_view bytes);
   // A hit marks its entry used (mtime). 0 = unbounded.
   void set_max_size(uint64_t bytes) { max_size_ = bytes; }
@@ -88,6 +91,10 @@ class LocalStore {
   // Default: eviction_policy_from_environment() at open (kLru when invalid).
   void set_eviction_policy(EvictionPolicy policy) { policy_ = policy; }
   EvictionPolicy eviction_policy() const { return policy_; }
+  // Keys that sign every put (keys[0]) and verify every read (all); none = unsigned entries, signatures unchecked.
+  // Default: signing_keys_from_environment() at open. Not thread-safe against concurrent get/put.
+  void set_signing_keys(SigningKeys keys) { signing_keys_ = std::move(keys); }
+  const SigningKeys& signing_keys() const { return signing_keys_; }
   // Removes entries unused for `older_than_seconds` (when > 0), then entries in eviction order until the total is
   // at most `target_bytes` (when > 0). Re-syncs the size ledger from the scan. Returns the number removed.
   Result<uint64_t> prune(uint64_t target_bytes, int64_t older_than_seconds, const ProgressFn& progress = {});
@@ -140,6 +147,7 @@ class LocalStore {
   FileSystem* fs_;
   uint64_t max_size_ = 0;
   EvictionPolicy policy_ = EvictionPolicy::kLru;
+  SigningKeys signing_keys_;
   int64_t ledger_synced_unix_ = 0;  // of the ledger last read or written, under its lock
 };
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from aotcache import _core, capture, compiler, counters, global_state, guarded, settings, symbolic
+from aotcache import _core, capture, compiler, counters, global_state, guarded, remote, settings, symbolic
 from aotcache.errors import Bypass
 
 log = logging.getLogger("aotcache")
@@ -102,6 +102,8 @@ def aotcache_backend(
             gm, example_inputs, fakes, table, opts, store, key, t_start, t_key, (graph, inputs)
         )
     fn, writable = _try_hit(store, key, t_start, t_key)
+    if fn is None and writable and remote.fetch(store, key.hex):  # a remote hit was verified into the local store
+        fn, writable = _try_hit(store, key, t_start, t_key)
     if fn is not None:
         return _adapt_to_graph(fn, gm)
     return _compile_and_store(gm, example_inputs, opts, store, key, writable, t_start, t_key, (graph, inputs))
@@ -219,6 +221,7 @@ def _compile_and_store(
     if writable:
         try:
             delta["bytes_written"] = store.put(key, payload, metadata, _serialized_graph(captured))
+            remote.publish(store, key.hex)
         except _core.CacheError as e:
             counters.warn_once("store_write", "cannot store entry %s (the compile is used anyway): %s", key.hex[:16], e)
             delta.update({"errors": 1, "error.store_write": 1})

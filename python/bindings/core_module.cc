@@ -16,6 +16,7 @@
 #include "aotcache/graph_text.h"
 #include "aotcache/guard.h"
 #include "aotcache/key.h"
+#include "aotcache/remote_store.h"
 #include "aotcache/serialize.h"
 #include "aotcache/store.h"
 #include "base/sha256.h"
@@ -60,6 +61,8 @@ PyObject* g_corrupt_entry_error = nullptr;
 PyObject* g_cache_io_error = nullptr;
 PyObject* g_unencodable_error = nullptr;
 PyObject* g_incompatible_entry_error = nullptr;
+PyObject* g_untrusted_entry_error = nullptr;
+PyObject* g_remote_unavailable_error = nullptr;
 
 [[noreturn]] void raise(const Status& s) {
   throw StatusError{s};
@@ -276,11 +279,16 @@ NB_MODULE(_core, m) {
   g_cache_io_error = PyErr_NewException("aotcache._core.CacheIOError", g_cache_error, nullptr);
   g_unencodable_error = PyErr_NewException("aotcache._core.UnencodableError", g_cache_error, nullptr);
   g_incompatible_entry_error = PyErr_NewException("aotcache._core.IncompatibleEntryError", g_cache_error, nullptr);
+  // A subclass of CorruptEntryError: callers that recompile a corrupt entry treat an unsigned one alike.
+  g_untrusted_entry_error = PyErr_NewException("aotcache._core.UntrustedEntryError", g_corrupt_entry_error, nullptr);
+  g_remote_unavailable_error = PyErr_NewException("aotcache._core.RemoteUnavailableError", g_cache_error, nullptr);
   m.attr("CacheError") = nb::handle(g_cache_error);
   m.attr("CorruptEntryError") = nb::handle(g_corrupt_entry_error);
   m.attr("CacheIOError") = nb::handle(g_cache_io_error);
   m.attr("UnencodableError") = nb::handle(g_unencodable_error);
   m.attr("IncompatibleEntryError") = nb::handle(g_incompatible_entry_error);
+  m.attr("UntrustedEntryError") = nb::handle(g_untrusted_entry_error);
+  m.attr("RemoteUnavailableError") = nb::handle(g_remote_unavailable_error);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
@@ -292,6 +300,8 @@ NB_MODULE(_core, m) {
         case StatusCode::kCorruption: type = g_corrupt_entry_error; break;
         case StatusCode::kUnsupported: type = g_incompatible_entry_error; break;  // e.g. a newer entry format
         case StatusCode::kIOError: type = g_cache_io_error; break;
+        case StatusCode::kUnauthenticated: type = g_untrusted_entry_error; break;
+        case StatusCode::kUnavailable: type = g_remote_unavailable_error; break;
         default: break;
       }
       PyErr_SetString(type, e.status.to_string().c_str());
@@ -555,6 +565,28 @@ NB_MODULE(_core, m) {
           "key"_a, "payload"_a, "metadata"_a, "graph"_a = nb::bytes("", 0),
           "Writes the entry atomically, with the serialized graph when given; returns the payload size.")
       .def(
+          "read_entry_file",
+          [](LocalStore& s, const std::string& key) -> std::optional<nb::bytes> {
+            std::optional<std::string> bytes;
+            {
+              nb::gil_scoped_release release;
+              bytes = unwrap(s.read_entry_file(key));
+            }
+            if (!bytes) return std::nullopt;
+            return nb::bytes(bytes->data(), bytes->size());
+          },
+          "key"_a, "The entry file's bytes, unverified, or None when absent (for the remote tier and export).")
+      .def(
+          "put_encoded",
+          [](LocalStore& s, nb::bytes data) {
+            const std::string bytes(data.c_str(), data.size());
+            nb::gil_scoped_release release;
+            return unwrap(s.put_encoded(bytes));
+          },
+          "data"_a,
+          "Stores encoded entry bytes after verifying them (checksum, key, signature when a key is set); returns "
+          "the key. Raises CorruptEntryError, UntrustedEntryError, IncompatibleEntryError or CacheIOError.")
+      .def(
           "remove", [](LocalStore& s, const std::string& key) { check(s.remove(key)); }, "key"_a)
       .def("list",
            [](LocalStore& s) {
@@ -592,4 +624,46 @@ NB_MODULE(_core, m) {
             return names;
           },
           "File names in quarantine/, oldest first.");
+
+  nb::class_<RemoteStore>(m, "RemoteStore")
+      .def_static(
+          "open",
+          [](const std::string& urls, const std::string& key_prefix, int64_t ttl_seconds, int connect_timeout_ms,
+             int operation_timeout_ms, uint64_t max_entry_bytes, int down_seconds) {
+            RemoteOptions o;
+            o.key_prefix = key_prefix;
+            o.ttl_seconds = ttl_seconds;
+            o.connect_timeout_ms = connect_timeout_ms;
+            o.operation_timeout_ms = operation_timeout_ms;
+            o.max_entry_bytes = max_entry_bytes;
+            o.down_seconds = down_seconds;
+            return unwrap(open_redis_store(urls, o));
+          },
+          "urls"_a, "key_prefix"_a = "aotcache:", "ttl_seconds"_a = 0, "connect_timeout_ms"_a = 500,
+          "operation_timeout_ms"_a = 1000, "max_entry_bytes"_a = 128ULL << 20, "down_seconds"_a = 30,
+          "A Redis remote tier over comma-separated redis:// or redis+unix:// URLs (connects lazily). Raises "
+          "CacheError for a malformed URL or option.")
+      .def(
+          "get",
+          [](RemoteStore& r, const std::string& key) -> std::optional<nb::bytes> {
+            std::optional<std::string> bytes;
+            {
+              nb::gil_scoped_release release;
+              bytes = unwrap(r.get(key));
+            }
+            if (!bytes) return std::nullopt;
+            return nb::bytes(bytes->data(), bytes->size());
+          },
+          "key"_a, "Encoded entry bytes (unverified) or None on a miss. Raises RemoteUnavailableError.")
+      .def(
+          "put",
+          [](RemoteStore& r, const std::string& key, nb::bytes data) {
+            const std::string bytes(data.c_str(), data.size());
+            nb::gil_scoped_release release;
+            check(r.put(key, bytes));
+          },
+          "key"_a, "data"_a,
+          "Stores encoded entry bytes. Raises RemoteUnavailableError, or CacheError for an entry above the limit.")
+      .def("take_counters", &RemoteStore::take_counters, "remote.* counters since the last call, then zeroed.")
+      .def_prop_ro("servers", &RemoteStore::servers);
 }

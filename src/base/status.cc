@@ -12,6 +12,8 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kIOError: return "IOError";
     case StatusCode::kUnsupported: return "Unsupported";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kUnauthenticated: return "Unauthenticated";
+    case StatusCode::kUnavailable: return "Unavailable";
   }
   return "Unknown";
 }

@@ -1,8 +1,10 @@
 // Entry encoding v1. Layout and rules: docs/entry-format.md.
 #include <cstring>
+#include <optional>
 
 #include "aotcache/entry.h"
 #include "base/bytes.h"
+#include "base/hmac.h"
 #include "base/sha256.h"
 #include "key/canonical_encoder.h"
 #include "store/compression.h"
@@ -19,7 +21,10 @@ enum SectionTag : uint32_t {
   k_section_payload = 3,
   k_section_component_values = 4,  // optional
   k_section_graph = 5,             // optional: u8 compression || (raw bytes | u64 raw size || zstd frame)
+  k_section_signature = 6,         // optional; when present, the last section (§9)
 };
+
+constexpr uint32_t k_signature_scheme_hmac_sha256 = 1;
 
 constexpr size_t k_header_size = 8 + 4 + 4 + 32 + 4;
 constexpr size_t k_min_compressed_payload = 1024;
@@ -105,9 +110,51 @@ Status decode_graph_section(std::string_view bytes, std::string* out) {
   return Status();
 }
 
+// Walks the section headers only (no contents decoded) to find the signature section, which must be the last one;
+// with a verifier, checks it against the bytes before it. `body` excludes the checksum trailer.
+Status check_signature(std::string_view body, size_t sections_at, uint32_t sections, const SigningKeys* verifier) {
+  ByteReader r(body.substr(sections_at));
+  std::optional<size_t> signature_at;
+  std::string_view signature;
+  for (uint32_t s = 0; s < sections; ++s) {
+    const size_t at = sections_at + r.position();
+    uint32_t tag = 0;
+    uint64_t len = 0;
+    AOTCACHE_RETURN_IF_ERROR(r.u32(&tag));
+    AOTCACHE_RETURN_IF_ERROR(r.u64(&len));
+    if (len > r.remaining()) return Status::corruption("section longer than the entry");
+    std::string_view data;
+    AOTCACHE_RETURN_IF_ERROR(r.raw(static_cast<size_t>(len), &data));
+    if (tag != k_section_signature) continue;
+    if (signature_at.has_value()) return Status::corruption("the signature section appears twice");
+    if (s + 1 != sections) return Status::corruption("the signature section is not the last section");
+    signature_at = at;
+    signature = data;
+  }
+  if (verifier == nullptr || !verifier->enabled()) return Status();
+  if (!signature_at.has_value()) return Status::unauthenticated("entry is not signed and a signing key is set");
+  ByteReader sr(signature);
+  uint32_t scheme = 0;
+  std::string_view key_id, mac;
+  AOTCACHE_RETURN_IF_ERROR(sr.u32(&scheme));
+  if (scheme != k_signature_scheme_hmac_sha256) {
+    return Status::unauthenticated("entry signed with unknown scheme " + std::to_string(scheme));
+  }
+  AOTCACHE_RETURN_IF_ERROR(sr.str(&key_id));
+  AOTCACHE_RETURN_IF_ERROR(sr.raw(internal::k_digest_size, &mac));
+  if (!sr.done()) return Status::corruption("trailing bytes after the signature");
+  const SigningKey* key = verifier->find(std::string(key_id));
+  if (key == nullptr) return Status::unauthenticated("entry signed with unknown key id '" + std::string(key_id) + "'");
+  const std::string expected = internal::hmac_sha256(key->secret, body.substr(0, *signature_at));
+  if (!internal::constant_time_equal(expected, mac)) {
+    return Status::unauthenticated("entry signature does not match key '" + key->id + "'");
+  }
+  return Status();
+}
+
 }  // namespace
 
-Result<std::string> encode_entry(const Entry& entry, PayloadCompression compression) {
+Result<std::string> encode_entry(const Entry& entry, PayloadCompression compression, const SigningKeys* signer) {
   if (entry.metadata.kind != Value::Kind::kDict) return Status::invalid_argument("entry metadata must be a dict");
   ByteWriter meta;
   AOTCACHE_RETURN_IF_ERROR(internal::encode_value(entry.metadata, 0, &meta));
@@ -138,9 +185,11 @@ Result<std::string> encode_entry(const Entry& entry, PayloadCompression compress
     values.str(name);
     values.str(bytes);
   }
-  // Without a graph the entry is the four-section layout of before: old entries and golden bytes are unchanged.
+  // Without a graph or a signature the entry is the four-section layout of before: old entries and golden bytes
+  // are unchanged.
   const std::string graph = entry.graph.empty() ? std::string() : encode_graph_section(entry.graph, compression);
-  w.u32(entry.graph.empty() ? 4 : 5);
+  const bool sign = signer != nullptr && signer->enabled();
+  w.u32(4 + (entry.graph.empty() ? 0 : 1) + (sign ? 1 : 0));
   for (const auto& [tag, bytes] : {std::pair<uint32_t, std::string_view>{k_section_manifest, manifest},
                                    {k_section_metadata, meta.bytes()},
                                    {k_section_payload, payload},
@@ -151,12 +200,25 @@ Result<std::string> encode_entry(const Entry& entry, PayloadCompression compress
     w.u64(bytes.size());
     w.raw(bytes);
   }
+  if (sign) {
+    // The MAC covers every byte before the signature section: header (with the section count), manifest,
+    // metadata, payload, component values and graph.
+    const SigningKey& key = signer->keys.front();
+    const std::string mac = internal::hmac_sha256(key.secret, w.bytes());
+    ByteWriter sig;
+    sig.u32(k_signature_scheme_hmac_sha256);
+    sig.str(key.id);
+    sig.raw(mac);
+    w.u32(k_section_signature);
+    w.u64(sig.size());
+    w.raw(sig.bytes());
+  }
   const std::string checksum = internal::sha256(w.bytes());
   w.raw(checksum);
   return w.take();
 }
 
-Result<Entry> decode_entry(std::string_view bytes) {
+Result<Entry> decode_entry(std::string_view bytes, const SigningKeys* verifier) {
   if (bytes.size() < k_header_size + internal::k_digest_size) {
     return Status::corruption("entry of " + std::to_string(bytes.size()) + " bytes is shorter than a header");
   }
@@ -184,6 +246,7 @@ Result<Entry> decode_entry(std::string_view bytes) {
   AOTCACHE_RETURN_IF_ERROR(r.raw(internal::k_digest_size, &key));
   e.key_digest = std::string(key);
   AOTCACHE_RETURN_IF_ERROR(r.u32(&sections));
+  AOTCACHE_RETURN_IF_ERROR(check_signature(body, r.position(), sections, verifier));
   bool seen[6] = {false, false, false, false, false, false};
   for (uint32_t s = 0; s < sections; ++s) {
     uint32_t tag = 0;
@@ -193,7 +256,8 @@ Result<Entry> decode_entry(std::string_view bytes) {
     if (len > r.remaining()) return Status::corruption("section longer than the entry");
     std::string_view data;
     AOTCACHE_RETURN_IF_ERROR(r.raw(static_cast<size_t>(len), &data));
-    if (tag < 1 || tag > 5) continue;  // unknown sections are optional by rule: skip
+    if (tag == k_section_signature) continue;  // checked above
+    if (tag < 1 || tag > 5) continue;          // unknown sections are optional by rule: skip
     if (seen[tag]) return Status::corruption("section " + std::to_string(tag) + " appears twice");
     seen[tag] = true;
     if (tag == k_section_manifest) {

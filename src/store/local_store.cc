@@ -74,6 +74,8 @@ Result<std::unique_ptr<LocalStore>> LocalStore::open(const std::string& dir, Fil
   }
   std::unique_ptr<LocalStore> store(new LocalStore(clean, fs));
   if (auto policy = eviction_policy_from_environment(); policy.ok()) store->policy_ = *policy;
+  // Fail closed: a malformed key must not silently turn verification off.
+  AOTCACHE_ASSIGN_OR_RETURN(store->signing_keys_, signing_keys_from_environment());
   AOTCACHE_RETURN_IF_ERROR(store->remove_stale_temp_files());
   return store;
 }
@@ -106,8 +108,8 @@ Result<std::optional<std::string>> LocalStore::read_entry_file(const std::string
 namespace {
 
 // Decodes and checks that the entry is stored under its own key.
-Result<Entry> decode_stored(const std::string& bytes, const std::string& key_hex) {
-  AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_entry(bytes));
+Result<Entry> decode_stored(const std::string& bytes, const std::string& key_hex, const SigningKeys& keys) {
+  AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_entry(bytes, &keys));
   if (internal::to_hex(e.key_digest) != key_hex) return Status::corruption("entry stored under another key's name");
   return e;
 }
@@ -117,17 +119,20 @@ Result<Entry> decode_stored(const std::string& bytes, const std::string& key_hex
 Status LocalStore::check_entry(const std::string& key_hex) {
   AOTCACHE_ASSIGN_OR_RETURN(auto bytes, read_entry_file(key_hex));
   if (!bytes.has_value()) return Status::not_found("no entry " + key_hex);
-  Result<Entry> e = decode_stored(*bytes, key_hex);
+  Result<Entry> e = decode_stored(*bytes, key_hex, signing_keys_);
   return e.ok() ? Status() : e.status();
 }
 
 Result<std::optional<Entry>> LocalStore::get(const std::string& key_hex) {
   AOTCACHE_ASSIGN_OR_RETURN(auto bytes, read_entry_file(key_hex));
   if (!bytes.has_value()) return std::optional<Entry>();
-  Result<Entry> e = decode_stored(*bytes, key_hex);
+  Result<Entry> e = decode_stored(*bytes, key_hex, signing_keys_);
   if (!e.ok()) {
     // Never served again: moved aside for inspection. Best effort (a read-only directory cannot move it).
-    if (e.status().code() == StatusCode::kCorruption) (void)quarantine(key_hex);
+    // An unauthenticated entry is quarantined too: it may be planted, and the recompile rewrites it signed.
+    if (e.status().code() == StatusCode::kCorruption || e.status().code() == StatusCode::kUnauthenticated) {
+      (void)quarantine(key_hex);
+    }
     return e.status();
   }
   // Mark it used for LRU eviction. Best effort: a read-only directory still serves hits.
@@ -142,12 +147,12 @@ std::string LocalStore::graph_index_dir(const std::string& graph_digest_hex) con
 Status LocalStore::put(const Entry& entry) {
   const std::string key_hex = internal::to_hex(entry.key_digest);
   if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("entry without a valid key digest");
-  AOTCACHE_ASSIGN_OR_RETURN(std::string bytes, encode_entry(entry));
+  AOTCACHE_ASSIGN_OR_RETURN(std::string bytes, encode_entry(entry, PayloadCompression::kZstd, &signing_keys_));
   return put_bytes(key_hex, bytes, entry.manifest);
 }
 
 Result<std::string> LocalStore::put_encoded(std::string_view bytes) {
-  AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_entry(bytes));
+  AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_entry(bytes, &signing_keys_));
   const std::string key_hex = internal::to_hex(e.key_digest);
   AOTCACHE_RETURN_IF_ERROR(put_bytes(key_hex, std::string(bytes), e.manifest));
   return key_hex;
