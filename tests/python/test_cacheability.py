@@ -24,6 +24,8 @@ from cacheability_cases import BY_NAME, CASES
 from aotcache import _core, capture
 
 HERE = Path(__file__).parent
+# The first test pays for the three passes of the module fixture (every case compiled in three processes).
+pytestmark = pytest.mark.timeout(2400)
 
 
 def _run_pass(variant: str, cache: Path, out: Path, inductor: Path, names: list[str], torch_verdict: bool) -> dict:
