@@ -139,7 +139,13 @@ def _try_hit(
         counters.record({"errors": 1, "error.load_failed": 1}, store)
         _remove_quietly(store, key.hex)
         return None, True
-    t_load = time.perf_counter()
+    _record_hit(store, entry, f"key={key.hex[:16]}", (t_start, t_key, t_lookup, time.perf_counter()))
+    return fn, True
+
+
+def _record_hit(store, entry, label: str, times: tuple[float, float, float, float]) -> None:
+    """Counts a hit and logs its one line; `times` are (start, key computed, entry read, artifact loaded)."""
+    t_start, t_key, t_lookup, t_load = times
     saved = float(entry.metadata.get("compile_seconds", 0.0)) if isinstance(entry.metadata, dict) else 0.0
     counters.record(
         {
@@ -151,14 +157,13 @@ def _try_hit(
         store,
     )
     log.info(
-        "hit key=%s key_time=%s lookup=%s load=%s total=%s",
-        key.hex[:16],
+        "hit %s key_time=%s lookup=%s load=%s total=%s",
+        label,
         _ms(t_key - t_start),
         _ms(t_lookup - t_key),
         _ms(t_load - t_lookup),
         _ms(t_load - t_start),
     )
-    return fn, True
 
 
 def _adapt_to_graph(fn: Callable, gm: torch.fx.GraphModule) -> Callable:
@@ -383,26 +388,8 @@ def _load_candidate(store, candidate: dict[str, Any], gm, table, t_start: float,
         log.warning("entry %s could not be loaded, recompiling: %r", candidate["key"][:16], e)
         counters.record({"errors": 1, "error.load_failed": 1}, store)
         return None
-    t_load = time.perf_counter()
-    saved = float(entry.metadata.get("compile_seconds", 0.0)) if isinstance(entry.metadata, dict) else 0.0
-    counters.record(
-        {
-            "hits": 1,
-            "bytes_read": len(entry.payload),
-            "saved_us": int(saved * 1e6),
-            "load_us": int((t_load - t_lookup) * 1e6),
-        },
-        store,
-    )
-    log.info(
-        "hit key=%s guards=%d key_time=%s lookup=%s load=%s total=%s",
-        candidate["key"][:16],
-        len(candidate["guards"]),
-        _ms(t_key - t_start),
-        _ms(t_lookup - t_key),
-        _ms(t_load - t_lookup),
-        _ms(t_load - t_start),
-    )
+    label = f"key={candidate['key'][:16]} guards={len(candidate['guards'])}"
+    _record_hit(store, entry, label, (t_start, t_key, t_lookup, time.perf_counter()))
     return _adapt_to_graph(fn, gm)
 
 
