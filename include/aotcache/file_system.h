@@ -81,6 +81,11 @@ class FileSystem {
   virtual int64_t now_unix_nanos() = 0;
   // Blocks until the lock on `path` (created if missing) is held.
   virtual Result<std::unique_ptr<FileLock>> lock_file(const std::string& path) = 0;
+  // Takes the lock on `path` (created if missing) without waiting: nullptr when another holder has it (another
+  // process, or another open of the same path in this one). The lock file is removed when the lock is released, so
+  // lock files do not pile up; a taker that locked a file just removed by its releaser notices (the path no longer
+  // names the locked file) and retries. The kernel releases the lock of a process that dies.
+  virtual Result<std::unique_ptr<FileLock>> try_lock_file(const std::string& path) = 0;
 
   // Writes `data` to a new file `<tmp_dir>/tmp.<pid>.<n>.<r>`, syncs it (when `durable`) and closes it; returns its
   // path. On failure the temp file is removed and the IOError names the failing step, the path and errno's text.

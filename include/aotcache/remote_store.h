@@ -38,6 +38,26 @@ class RemoteStore {
   // Stores `bytes` under `key_hex` (with the TTL when set). InvalidArgument, nothing sent, for bytes above
   // max_entry_bytes (counted `remote.too_large`); Unavailable as for get.
   virtual Status put(const std::string& key_hex, std::string_view bytes) = 0;
+
+  // Compile-once leases: while one machine compiles a key, the others wait for its entry instead of compiling it
+  // too (README "Compile once"). A lease is the server key `<prefix>lease:<key_hex>` on the entry's server, holding
+  // the holder's `token` (unique per holder; host:pid:random) and expiring after `lease_ms` unless renewed, so a
+  // holder that dies frees it within `lease_ms`. Errors as for get.
+  //
+  // Takes the lease when nobody holds it: true when taken.
+  virtual Result<bool> try_lease(const std::string& key_hex, const std::string& token, int64_t lease_ms) = 0;
+  // Extends the lease to `lease_ms` from now if `token` still holds it; false when it was lost (expired).
+  virtual Result<bool> renew_lease(const std::string& key_hex, const std::string& token, int64_t lease_ms) = 0;
+  // Drops the lease if `token` still holds it (compare and delete in one step, so another's lease is never
+  // dropped).
+  virtual Status release_lease(const std::string& key_hex, const std::string& token) = 0;
+  // In one round trip: whether the entry is stored and whether someone holds the lease. What a waiter polls.
+  struct Probe {
+    bool entry = false;
+    bool leased = false;
+  };
+  virtual Result<Probe> probe(const std::string& key_hex) = 0;
+
   // The counters gathered since the last call (remote.too_large, remote.timeouts, remote.skipped_down,
   // remote.server_errors, remote.marked_down), then zeroed.
   virtual Counters take_counters() = 0;
@@ -45,13 +65,14 @@ class RemoteStore {
   virtual std::vector<std::string> servers() const = 0;
 };
 
-// One server address. redis://[:password@]host[:port][/db] (port 6379, db 0 by default) or
+// One server address. redis://[[user]:password@]host[:port][/db] (port 6379, db 0 by default) or
 // redis+unix:///path/to/socket[?db=N].
 struct RedisAddress {
   bool unix_socket = false;
   std::string host;  // or the socket path
   int port = 6379;
   int db = 0;
+  std::string username;  // Redis 6 ACL user; empty = the default user
   std::string password;  // empty = no AUTH
 
   // The URL without the password: the server's identity for hashing and messages.

@@ -119,6 +119,15 @@ class LocalStore {
   // can be explained against. Index records of removed entries are dropped on the way.
   Result<std::vector<std::string>> keys_for_graph(const std::string& graph_digest_hex);
 
+  // Whether an entry file exists under `key_hex` (a stat, no read): what a process waiting for another's compile
+  // polls. InvalidArgument for a malformed key.
+  Result<bool> contains(const std::string& key_hex);
+  // The compile lock of `key_hex` (`locks/<key>.lock`, docs/store-layout.md §8), without waiting: nullptr when
+  // another process (or another caller in this one) holds it. Held while one process compiles a key, so the others
+  // wait for its entry instead of compiling it too; released (and its file removed) when destroyed or when the
+  // holder dies. IOError when the lock file cannot be created (read-only directory).
+  Result<std::unique_ptr<FileLock>> try_compile_lock(const std::string& key_hex);
+
   // Adds `delta` to the persistent counters under a file lock: safe across processes.
   Status add_counters(const Counters& delta);
   Result<Counters> read_counters();

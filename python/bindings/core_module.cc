@@ -246,6 +246,12 @@ CapturedGraph parse_graph_bytes(nb::bytes data) {
 }
 
 // An entry as Python sees it after a successful, verified read.
+// A held compile lock (LocalStore::try_compile_lock), released by release(), `with`, or when collected.
+struct CompileLock {
+  std::unique_ptr<FileLock> lock;
+  void release() { lock.reset(); }
+};
+
 struct LoadedEntry {
   std::string key;
   nb::bytes payload;
@@ -532,6 +538,19 @@ NB_MODULE(_core, m) {
       .def_prop_ro("dir", &LocalStore::dir)
       .def("entry_path", &LocalStore::entry_path, "key"_a)
       .def(
+          "contains", [](LocalStore& s, const std::string& key) { return unwrap(s.contains(key)); }, "key"_a,
+          "Whether an entry file exists under `key` (a stat, nothing read or verified).")
+      .def(
+          "try_compile_lock",
+          [](LocalStore& s, const std::string& key) -> std::optional<CompileLock> {
+            auto lock = unwrap(s.try_compile_lock(key));
+            if (lock == nullptr) return std::nullopt;
+            return CompileLock{std::move(lock)};
+          },
+          "key"_a,
+          "The compile lock of `key` without waiting, or None when another holds it. Raises CacheIOError when "
+          "the lock file cannot be created.")
+      .def(
           "get",
           [](LocalStore& s, const std::string& key) -> std::optional<LoadedEntry> {
             std::optional<Entry> e;
@@ -625,6 +644,13 @@ NB_MODULE(_core, m) {
           },
           "File names in quarantine/, oldest first.");
 
+  nb::class_<CompileLock>(m, "CompileLock")
+      .def("release", &CompileLock::release, "Releases the lock (idempotent).")
+      .def_prop_ro("held", [](const CompileLock& l) { return l.lock != nullptr; })
+      .def(
+          "__enter__", [](CompileLock& l) -> CompileLock& { return l; }, nb::rv_policy::reference)
+      .def("__exit__", [](CompileLock& l, nb::args) { l.release(); });
+
   nb::class_<RemoteStore>(m, "RemoteStore")
       .def_static(
           "open",
@@ -664,6 +690,39 @@ NB_MODULE(_core, m) {
           },
           "key"_a, "data"_a,
           "Stores encoded entry bytes. Raises RemoteUnavailableError, or CacheError for an entry above the limit.")
+      .def(
+          "try_lease",
+          [](RemoteStore& r, const std::string& key, const std::string& token, int64_t lease_ms) {
+            nb::gil_scoped_release release;
+            return unwrap(r.try_lease(key, token, lease_ms));
+          },
+          "key"_a, "token"_a, "lease_ms"_a,
+          "Takes the compile lease of `key` when free (True). Raises RemoteUnavailableError.")
+      .def(
+          "renew_lease",
+          [](RemoteStore& r, const std::string& key, const std::string& token, int64_t lease_ms) {
+            nb::gil_scoped_release release;
+            return unwrap(r.renew_lease(key, token, lease_ms));
+          },
+          "key"_a, "token"_a, "lease_ms"_a, "Extends the lease if `token` still holds it; False when it was lost.")
+      .def(
+          "release_lease",
+          [](RemoteStore& r, const std::string& key, const std::string& token) {
+            nb::gil_scoped_release release;
+            check(r.release_lease(key, token));
+          },
+          "key"_a, "token"_a, "Drops the lease if `token` still holds it.")
+      .def(
+          "probe",
+          [](RemoteStore& r, const std::string& key) {
+            RemoteStore::Probe p;
+            {
+              nb::gil_scoped_release release;
+              p = unwrap(r.probe(key));
+            }
+            return std::make_pair(p.entry, p.leased);
+          },
+          "key"_a, "(entry stored, lease held) in one round trip.")
       .def("take_counters", &RemoteStore::take_counters, "remote.* counters since the last call, then zeroed.")
       .def_prop_ro("servers", &RemoteStore::servers);
 }

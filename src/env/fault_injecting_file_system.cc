@@ -178,4 +178,9 @@ Result<std::unique_ptr<FileLock>> FaultInjectingFileSystem::lock_file(const std:
   return base_->lock_file(path);
 }
 
+Result<std::unique_ptr<FileLock>> FaultInjectingFileSystem::try_lock_file(const std::string& path) {
+  if (int err = change_errno(); err != 0) return injected_error("cannot open lock", path, err);
+  return base_->try_lock_file(path);
+}
+
 }  // namespace aotcache

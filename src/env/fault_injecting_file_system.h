@@ -57,6 +57,7 @@ class FaultInjectingFileSystem final : public FileSystem {
   int64_t now_unix() override { return base_->now_unix(); }
   int64_t now_unix_nanos() override { return base_->now_unix_nanos(); }
   Result<std::unique_ptr<FileLock>> lock_file(const std::string& path) override;
+  Result<std::unique_ptr<FileLock>> try_lock_file(const std::string& path) override;
 
   // The IOError a real call would return: "<what> <path>: <strerror(err)>". Counts as injected.
   Status injected_error(const std::string& what, const std::string& path, int err);

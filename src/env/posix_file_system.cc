@@ -35,6 +35,21 @@ class PosixFileLock final : public FileLock {
   int fd_;
 };
 
+// A try_lock_file lock: removes its file while still holding it, then unlocks.
+class RemovingFileLock final : public FileLock {
+ public:
+  RemovingFileLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~RemovingFileLock() override {
+    ::unlink(path_.c_str());
+    flock(fd_, LOCK_UN);
+    close(fd_);
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
 class PosixWritableFile final : public WritableFile {
  public:
   PosixWritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -210,6 +225,34 @@ class PosixFileSystem final : public FileSystem {
       }
     }
     return std::unique_ptr<FileLock>(new PosixFileLock(fd));
+  }
+
+  Result<std::unique_ptr<FileLock>> try_lock_file(const std::string& path) override {
+    // A releaser removes the file before unlocking: whoever locked the removed inode sees that `path` no longer
+    // names it and starts over on a new file. Bounded: each round needs another holder to come and go.
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) return errno_status("cannot open lock", path);
+      int rc;
+      while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+      }
+      if (rc != 0) {
+        const int err = errno;
+        close(fd);
+        if (err == EWOULDBLOCK) return std::unique_ptr<FileLock>();
+        errno = err;
+        return errno_status("cannot lock", path);
+      }
+      struct stat held {
+      }, named{};
+      if (fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+          held.st_ino == named.st_ino) {
+        return std::unique_ptr<FileLock>(new RemovingFileLock(fd, path));
+      }
+      flock(fd, LOCK_UN);
+      close(fd);
+    }
+    return Status::io_error("cannot lock " + path + ": the lock file keeps being replaced");
   }
 
  private:

@@ -105,6 +105,18 @@ Result<std::optional<std::string>> LocalStore::read_entry_file(const std::string
   return fs_->read_file(entry_path(key_hex));
 }
 
+Result<bool> LocalStore::contains(const std::string& key_hex) {
+  if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
+  AOTCACHE_ASSIGN_OR_RETURN(auto st, fs_->stat_file(entry_path(key_hex)));
+  return st.has_value();
+}
+
+Result<std::unique_ptr<FileLock>> LocalStore::try_compile_lock(const std::string& key_hex) {
+  if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
+  AOTCACHE_RETURN_IF_ERROR(fs_->create_dirs(dir_ + "/locks"));
+  return fs_->try_lock_file(dir_ + "/locks/" + key_hex + ".lock");
+}
+
 namespace {
 
 // Decodes and checks that the entry is stored under its own key.

@@ -1,5 +1,6 @@
 // Local store on a real temporary directory: put/get, miss, corruption, counters.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -354,6 +355,102 @@ TEST_F(LocalStoreTest, AnEntryBeingReadIsNeverTornByEvictionOrOverwrite) {
   auto decoded = decode_entry(bytes);
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   EXPECT_EQ(*decoded, e);
+}
+
+TEST_F(LocalStoreTest, CompileLockIsExclusiveAndRemovesItsFile) {
+  const std::string key(64, 'a');
+  const std::string path = dir_ + "/locks/" + key + ".lock";
+  auto first = store_->try_compile_lock(key);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  ASSERT_NE(*first, nullptr);
+  EXPECT_EQ(access(path.c_str(), F_OK), 0);
+  auto second = store_->try_compile_lock(key);  // another open of the same file: flock refuses it
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*second, nullptr);
+  auto other_key = store_->try_compile_lock(std::string(64, 'b'));
+  ASSERT_TRUE(other_key.ok());
+  EXPECT_NE(*other_key, nullptr);
+  first->reset();
+  EXPECT_NE(access(path.c_str(), F_OK), 0) << "a released lock leaves no file";
+  auto third = store_->try_compile_lock(key);
+  ASSERT_TRUE(third.ok());
+  EXPECT_NE(*third, nullptr);
+  EXPECT_FALSE(store_->try_compile_lock("../x").ok());
+}
+
+TEST_F(LocalStoreTest, CompileLockOfADeadProcessIsFree) {
+  const std::string key(64, 'c');
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto lock = store_->try_compile_lock(key);
+    const char c = (lock.ok() && *lock != nullptr) ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    pause();  // holds the lock until killed
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  auto busy = store_->try_compile_lock(key);
+  ASSERT_TRUE(busy.ok());
+  EXPECT_EQ(*busy, nullptr) << "held by the child";
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  auto freed = store_->try_compile_lock(key);  // the kernel dropped the dead holder's lock; its file stayed
+  ASSERT_TRUE(freed.ok());
+  EXPECT_NE(*freed, nullptr);
+  close(ready[0]);
+  close(ready[1]);
+}
+
+TEST_F(LocalStoreTest, CompileLockRacingReleasesHaveOneHolderAtATime) {
+  // Processes take and release the lock of one key in a loop (the releaser removes the file while holding it);
+  // a counter file proves that no two held it at once.
+  const std::string key(64, 'd');
+  const std::string witness = dir_ + "/witness";
+  constexpr int k_procs = 4, k_rounds = 200;
+  std::vector<pid_t> children;
+  for (int p = 0; p < k_procs; ++p) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      int overlaps = 0;
+      for (int held = 0; held < k_rounds;) {
+        auto lock = store_->try_compile_lock(key);
+        if (!lock.ok()) _exit(2);
+        if (*lock == nullptr) continue;
+        // Inside the lock: the witness must be absent; create it, then remove it.
+        if (access(witness.c_str(), F_OK) == 0) ++overlaps;
+        std::ofstream(witness) << getpid();
+        if (unlink(witness.c_str()) != 0) ++overlaps;
+        ++held;
+      }
+      _exit(overlaps == 0 ? 0 : 1);
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+}
+
+TEST_F(LocalStoreTest, ContainsIsAStat) {
+  Entry e = entry();
+  const std::string key = internal::to_hex(e.key_digest);
+  auto before = store_->contains(key);
+  ASSERT_TRUE(before.ok());
+  EXPECT_FALSE(*before);
+  ASSERT_TRUE(store_->put(e).ok());
+  auto after = store_->contains(key);
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(*after);
+  EXPECT_FALSE(store_->contains("nope").ok());
 }
 
 }  // namespace

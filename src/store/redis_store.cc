@@ -99,6 +99,49 @@ class RedisStore final : public RemoteStore {
     return Status();
   }
 
+  Result<bool> try_lease(const std::string& key_hex, const std::string& token, int64_t lease_ms) override {
+    AOTCACHE_RETURN_IF_ERROR(check_lease_args(key_hex, token, lease_ms));
+    std::lock_guard<std::mutex> lock(mu_);
+    Server& s = servers_[rendezvous_pick(ids_, key_hex)];
+    const std::string key = lease_key(key_hex), ms = std::to_string(lease_ms);
+    const char* argv[] = {"SET", key.data(), token.data(), "NX", "PX", ms.data()};
+    const size_t lens[] = {3, key.size(), token.size(), 2, 2, ms.size()};
+    AOTCACHE_ASSIGN_OR_RETURN(Reply reply, command(s, 6, argv, lens));
+    if (reply->type == REDIS_REPLY_NIL) return false;  // held by another
+    if (reply->type != REDIS_REPLY_STATUS) return fail(s, "unexpected reply to SET NX", false);
+    return true;
+  }
+
+  Result<bool> renew_lease(const std::string& key_hex, const std::string& token, int64_t lease_ms) override {
+    AOTCACHE_RETURN_IF_ERROR(check_lease_args(key_hex, token, lease_ms));
+    static constexpr std::string_view k_renew =
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
+    AOTCACHE_ASSIGN_OR_RETURN(int64_t done, eval_int(k_renew, key_hex, token, std::to_string(lease_ms)));
+    return done == 1;
+  }
+
+  Status release_lease(const std::string& key_hex, const std::string& token) override {
+    AOTCACHE_RETURN_IF_ERROR(check_lease_args(key_hex, token, 1));
+    static constexpr std::string_view k_release =
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+    auto released = eval_int(k_release, key_hex, token, "");
+    return released.ok() ? Status() : released.status();
+  }
+
+  Result<Probe> probe(const std::string& key_hex) override {
+    if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
+    std::lock_guard<std::mutex> lock(mu_);
+    Server& s = servers_[rendezvous_pick(ids_, key_hex)];
+    const std::string entry = options_.key_prefix + key_hex, lease = lease_key(key_hex);
+    static constexpr std::string_view k_probe =
+        "return redis.call('EXISTS', KEYS[1]) * 2 + redis.call('EXISTS', KEYS[2])";
+    const char* argv[] = {"EVAL", k_probe.data(), "2", entry.data(), lease.data()};
+    const size_t lens[] = {4, k_probe.size(), 1, entry.size(), lease.size()};
+    AOTCACHE_ASSIGN_OR_RETURN(Reply reply, command(s, 5, argv, lens));
+    if (reply->type != REDIS_REPLY_INTEGER) return fail(s, "unexpected reply to the probe", false);
+    return Probe{(reply->integer & 2) != 0, (reply->integer & 1) != 0};
+  }
+
   Counters take_counters() override {
     std::lock_guard<std::mutex> lock(mu_);
     Counters out;
@@ -109,6 +152,28 @@ class RedisStore final : public RemoteStore {
   std::vector<std::string> servers() const override { return ids_; }
 
  private:
+  std::string lease_key(const std::string& key_hex) const { return options_.key_prefix + "lease:" + key_hex; }
+
+  static Status check_lease_args(const std::string& key_hex, const std::string& token, int64_t lease_ms) {
+    if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
+    if (token.empty() || token.size() > 256) return Status::invalid_argument("lease token must be 1-256 bytes");
+    if (lease_ms <= 0) return Status::invalid_argument("lease time must be positive");
+    return Status();
+  }
+
+  // EVAL of `script` over the lease key of `key_hex` with ARGV = (token[, extra]); its integer reply.
+  Result<int64_t> eval_int(std::string_view script, const std::string& key_hex, const std::string& token,
+                           const std::string& extra) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Server& s = servers_[rendezvous_pick(ids_, key_hex)];
+    const std::string key = lease_key(key_hex);
+    const char* argv[] = {"EVAL", script.data(), "1", key.data(), token.data(), extra.data()};
+    const size_t lens[] = {4, script.size(), 1, key.size(), token.size(), extra.size()};
+    AOTCACHE_ASSIGN_OR_RETURN(Reply reply, command(s, extra.empty() ? 5 : 6, argv, lens));
+    if (reply->type != REDIS_REPLY_INTEGER) return fail(s, "unexpected reply to a lease script", false);
+    return static_cast<int64_t>(reply->integer);
+  }
+
   // REQUIRES: mu_ held. Marks `s` down, drops its connection, and returns Unavailable naming the server.
   Status fail(Server& s, const std::string& what, bool timeout) {
     s.context.reset();
@@ -131,9 +196,10 @@ class RedisStore final : public RemoteStore {
     }
     s.context = std::move(c);
     if (!s.address.password.empty()) {
-      const char* argv[] = {"AUTH", s.address.password.data()};
-      const size_t lens[] = {4, s.address.password.size()};
-      AOTCACHE_ASSIGN_OR_RETURN(Reply r, send(s, 2, argv, lens));
+      const std::string& user = s.address.username;
+      const char* argv[] = {"AUTH", user.empty() ? s.address.password.data() : user.data(), s.address.password.data()};
+      const size_t lens[] = {4, user.empty() ? s.address.password.size() : user.size(), s.address.password.size()};
+      AOTCACHE_ASSIGN_OR_RETURN(Reply r, send(s, user.empty() ? 2 : 3, argv, lens));
       if (r->type != REDIS_REPLY_STATUS) return fail(s, "AUTH refused", false);
     }
     if (s.address.db != 0) {
@@ -213,7 +279,15 @@ Result<RedisAddress> parse_redis_url(const std::string& url) {
     const std::string user_info = rest.substr(0, at);
     rest = rest.substr(at + 1);
     const size_t colon = user_info.find(':');
-    a.password = colon == std::string::npos ? user_info : user_info.substr(colon + 1);
+    if (colon == std::string::npos) {
+      a.password = user_info;
+    } else {
+      a.username = user_info.substr(0, colon);
+      a.password = user_info.substr(colon + 1);
+    }
+    if (!a.username.empty() && a.password.empty()) {
+      return Status::invalid_argument("remote URL names a user without a password");
+    }
   }
   if (const size_t colon = rest.rfind(':'); colon != std::string::npos && rest.find(']') == std::string::npos) {
     AOTCACHE_ASSIGN_OR_RETURN(a.port, parse_int(rest.substr(colon + 1), 1, 65535, "port"));

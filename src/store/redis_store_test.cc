@@ -46,12 +46,17 @@ TEST(RedisUrl, Parses) {
   auto p = parse_redis_url("redis://:s3cret@h:1/0").value();
   EXPECT_EQ(p.password, "s3cret");
   EXPECT_EQ(p.display().find("s3cret"), std::string::npos);
+  EXPECT_TRUE(p.username.empty());
+  auto acl = parse_redis_url("redis://builder:pw@h:1/0").value();
+  EXPECT_EQ(acl.username, "builder");
+  EXPECT_EQ(acl.password, "pw");
+  EXPECT_EQ(acl.display(), "redis://h:1/0");
   auto u = parse_redis_url("redis+unix:///run/redis.sock?db=2").value();
   EXPECT_TRUE(u.unix_socket);
   EXPECT_EQ(u.host, "/run/redis.sock");
   EXPECT_EQ(u.db, 2);
   for (const char* bad : {"http://h", "redis://", "redis://h:0", "redis://h:99999", "redis://h:x", "redis://h/x",
-                          "redis+unix://relative", "redis+unix:///p?database=1"}) {
+                          "redis+unix://relative", "redis+unix:///p?database=1", "redis://user:@h"}) {
     EXPECT_EQ(parse_redis_url(bad).status().code(), StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_FALSE(open_redis_store("redis://a,redis://a", {}).ok());
@@ -178,6 +183,52 @@ TEST_F(RealRedis, SlowServerTimesOutWithinTheBound) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_LT(waited, std::chrono::milliseconds(600));
   EXPECT_EQ(store->take_counters()["remote.timeouts"], 1);
+}
+
+TEST_F(RealRedis, LeaseIsExclusiveRenewableAndExpires) {
+  auto a = open_redis_store(url_, {}).value();
+  auto b = open_redis_store(url_, {}).value();
+  const std::string k = key(3);
+  EXPECT_FALSE(a->probe(k).value().leased);
+  ASSERT_TRUE(a->try_lease(k, "host-a:1:x", 300).value());
+  EXPECT_FALSE(b->try_lease(k, "host-b:2:y", 300).value()) << "held by a";
+  EXPECT_TRUE(b->probe(k).value().leased);
+  EXPECT_FALSE(b->probe(k).value().entry);
+  EXPECT_FALSE(b->renew_lease(k, "host-b:2:y", 300).value()) << "b does not hold it";
+  ASSERT_TRUE(b->release_lease(k, "host-b:2:y").ok());
+  EXPECT_TRUE(b->probe(k).value().leased) << "b's release must not drop a's lease";
+  for (int n = 0; n < 3; ++n) {  // renewed past its first expiry
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    EXPECT_TRUE(a->renew_lease(k, "host-a:1:x", 300).value());
+  }
+  EXPECT_TRUE(b->probe(k).value().leased);
+  ASSERT_TRUE(a->put(k, "entry").ok());
+  EXPECT_TRUE(b->probe(k).value().entry);
+  ASSERT_TRUE(a->release_lease(k, "host-a:1:x").ok());
+  EXPECT_FALSE(b->probe(k).value().leased);
+  // A holder that stops renewing (died) loses the lease when it expires.
+  ASSERT_TRUE(a->try_lease(k, "host-a:1:z", 200).value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  EXPECT_FALSE(b->probe(k).value().leased);
+  EXPECT_TRUE(b->try_lease(k, "host-b:2:w", 200).value());
+  EXPECT_FALSE(a->renew_lease(k, "host-a:1:z", 200).value()) << "an expired lease cannot be renewed";
+  EXPECT_EQ(a->try_lease(k, "", 200).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a->try_lease(k, "t", 0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(RealRedis, AclUserAuthenticates) {
+  const std::string cli = "redis-cli -p " + std::to_string(port_) + " ";
+  ASSERT_EQ(std::system((cli + "ACL SETUSER builder on '>pw1' '~aotcache:*' '+@all' >/dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((cli + "ACL SETUSER default off >/dev/null").c_str()), 0);
+  const std::string host = "127.0.0.1:" + std::to_string(port_) + "/1";
+  auto good = open_redis_store("redis://builder:pw1@" + host, {}).value();
+  ASSERT_TRUE(good->put(key(4), "x").ok());
+  EXPECT_EQ(good->get(key(4)).value().value(), "x");
+  auto wrong = open_redis_store("redis://builder:nope@" + host, {}).value();
+  EXPECT_EQ(wrong->get(key(4)).status().code(), StatusCode::kUnavailable);
+  auto anonymous = open_redis_store("redis://" + host, {}).value();
+  EXPECT_EQ(anonymous->get(key(4)).status().code(), StatusCode::kUnavailable);
+  ASSERT_EQ(std::system((cli + "--user builder --pass pw1 ACL SETUSER default on >/dev/null 2>&1").c_str()), 0);
 }
 
 }  // namespace
