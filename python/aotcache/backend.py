@@ -13,7 +13,18 @@ from typing import Any
 
 import torch
 
-from aotcache import _core, capture, compiler, counters, global_state, guarded, remote, settings, symbolic
+from aotcache import (
+    _core,
+    capture,
+    compiler,
+    counters,
+    global_state,
+    guarded,
+    remote,
+    settings,
+    single_flight,
+    symbolic,
+)
 from aotcache.errors import Bypass
 
 log = logging.getLogger("aotcache")
@@ -99,14 +110,31 @@ def aotcache_backend(
 
     if table:
         return _symbolic_lookup_or_compile(
-            gm, example_inputs, fakes, table, opts, store, key, t_start, t_key, (graph, inputs)
+            gm, example_inputs, fakes, table, opts, store, key, cfg, (t_start, t_key), (graph, inputs)
         )
+    fn, writable = _lookup(store, key, t_start, t_key)
+    if fn is not None:
+        return _adapt_to_graph(fn, gm)
+    # A miss: compile once. When another process is compiling this key, wait for its entry (single_flight.py).
+    claim = single_flight.claim(store, key.hex, cfg, until_entry=True) if writable else single_flight.Claim()
+    try:
+        if claim.look_again:
+            fn, writable = _lookup(store, key, t_start, t_key)
+            if fn is not None:
+                if claim.waited:
+                    counters.record({"wait_hits": 1}, store)
+                return _adapt_to_graph(fn, gm)
+        return _compile_and_store(gm, example_inputs, opts, store, key, writable, t_start, t_key, (graph, inputs))
+    finally:
+        claim.release()
+
+
+def _lookup(store: _core.LocalStore, key: _core.CacheKey, t_start: float, t_key: float) -> tuple[Callable | None, bool]:
+    """The local store, then the remote tier: (the loaded callable or None, whether a compile may be stored)."""
     fn, writable = _try_hit(store, key, t_start, t_key)
     if fn is None and writable and remote.fetch(store, key.hex):  # a remote hit was verified into the local store
         fn, writable = _try_hit(store, key, t_start, t_key)
-    if fn is not None:
-        return _adapt_to_graph(fn, gm)
-    return _compile_and_store(gm, example_inputs, opts, store, key, writable, t_start, t_key, (graph, inputs))
+    return fn, writable
 
 
 def _try_hit(
@@ -299,26 +327,85 @@ def _serialized_graph(captured) -> bytes:
         return b""
 
 
-def _symbolic_lookup_or_compile(
-    gm, example_inputs, fakes, table, opts, store, key, t_start, t_key, captured=None
-) -> Callable:
+def _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, key, cfg, times, captured) -> Callable:
     """A symbolic graph: the key holds an index of guarded candidates; the first whose guards hold is a hit, none
-    is a guard miss, and the new compile is added beside the others."""
-    candidates: list[dict[str, Any]] = []
+    is a guard miss, and the new compile is added beside the others. The remote tier holds the index and the
+    candidates too: a local guard miss merges the remote index in before deciding."""
+    t_start, t_key = times
+    required = symbolic.required_ranges(example_inputs, fakes, table)
+    fn, candidates, rejected = _symbolic_lookup(store, key, gm, table, required, times, with_remote=True)
+    if fn is not None:
+        return fn
+    claim = single_flight.claim(store, key.hex, cfg, until_entry=False)
     try:
-        index_entry = store.get(key.hex)
-        if index_entry is not None:
-            candidates = guarded.decode_index(index_entry.payload)
+        if claim.look_again:  # another process compiled this graph meanwhile: maybe for these sizes
+            fn, candidates, rejected = _symbolic_lookup(store, key, gm, table, required, times, with_remote=True)
+            if fn is not None:
+                if claim.waited:
+                    counters.record({"wait_hits": 1}, store)
+                return fn
+        return _symbolic_compile_and_store(
+            gm, example_inputs, fakes, table, opts, store, key, candidates, rejected, times, captured
+        )
+    finally:
+        claim.release()
+
+
+def _read_index(store: _core.LocalStore, key_hex: str) -> list[dict[str, Any]]:
+    try:
+        index_entry = store.get(key_hex)
+        return guarded.decode_index(index_entry.payload) if index_entry is not None else []
     except (_core.CacheError, ValueError) as e:
-        log.warning("guard index %s is unreadable, recompiling: %s", key.hex[:16], e)
+        log.warning("guard index %s is unreadable, recompiling: %s", key_hex[:16], e)
         counters.record({"errors": 1, "error.guard_index": 1}, store)
+        return []
+
+
+def _merged(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`theirs` followed by our candidates they lack (the index keeps the newest MAX_CANDIDATES)."""
+    known = {c["key"] for c in theirs}
+    return list(theirs) + [c for c in ours if c["key"] not in known]
+
+
+def _write_index(store: _core.LocalStore, key: _core.CacheKey, candidates: list[dict[str, Any]]) -> None:
+    index_meta = {"created_unix": int(time.time()), "payload_kind": guarded.INDEX_KIND, "compile_seconds": 0.0}
+    store.put(key, guarded.encode_index(candidates), index_meta)
+
+
+def _symbolic_lookup(store, key, gm, table, required, times, *, with_remote: bool):
+    """(the loaded hit or None, the candidates known, why they were rejected). Local index first; on a guard miss,
+    the remote index is fetched and merged into the local one, and a remote candidate that matches is fetched."""
+    candidates = _read_index(store, key.hex)
     rejected: list[str] = []
     if candidates:
-        choice, rejected = guarded.select(candidates, table, symbolic.required_ranges(example_inputs, fakes, table))
+        choice, rejected = guarded.select(candidates, table, required)
         if choice is not None:
-            fn = _load_candidate(store, candidates[choice], gm, table, t_start, t_key)
+            chosen = candidates[choice]["key"]
+            if with_remote and not store.contains(chosen):  # evicted here: the remote tier may still hold it
+                remote.fetch(store, chosen)
+            fn = _load_candidate(store, candidates[choice], gm, table, times)
             if fn is not None:
-                return fn
+                return fn, candidates, rejected
+    if not with_remote or not remote.fetch(store, key.hex):  # the remote index, verified, now in the local store
+        return None, candidates, rejected
+    merged = _merged(candidates, _read_index(store, key.hex))
+    try:
+        _write_index(store, key, merged)  # the local index keeps its own candidates beside the remote ones
+    except _core.CacheError as e:
+        log.debug("cannot merge the remote guard index of %s: %s", key.hex[:16], e)
+    choice, rejected = guarded.select(merged, table, required)
+    if choice is None:
+        return None, merged, rejected
+    chosen = merged[choice]["key"]
+    if not store.contains(chosen) and not remote.fetch(store, chosen):
+        return None, merged, rejected
+    return _load_candidate(store, merged[choice], gm, table, times), merged, rejected
+
+
+def _symbolic_compile_and_store(
+    gm, example_inputs, fakes, table, opts, store, key, candidates, rejected, times, captured
+) -> Callable:
+    t_start, _ = times
     t_compile = time.perf_counter()
     try:
         fn, payload = compiler.compile_serializable(gm, example_inputs, opts, symbolic_inputs=fakes)
@@ -348,11 +435,17 @@ def _symbolic_lookup_or_compile(
     }
     try:
         delta["bytes_written"] = store.put(candidate_key, payload, metadata, _serialized_graph(captured))
-        # Read-modify-write of the index: a concurrent writer may drop one candidate (a later miss re-adds it).
-        candidates = [c for c in candidates if c["key"] != candidate_key.hex]
+        remote.publish(store, candidate_key.hex)
+        # Read-modify-write of the index (under the compile lock of this graph on this machine): the newest local
+        # and remote candidates, plus ours. Writers on two machines at once may drop one candidate from the remote
+        # index (a later guard miss re-adds it); never a wrong hit.
+        known = _read_index(store, key.hex)
+        if remote.fetch(store, key.hex):
+            known = _merged(known, _read_index(store, key.hex))
+        candidates = [c for c in _merged(candidates, known) if c["key"] != candidate_key.hex]
         candidates.append({"key": candidate_key.hex, "guards": guards, "ranges": symbolic.symbol_ranges(table)})
-        index_meta = {"created_unix": int(time.time()), "payload_kind": guarded.INDEX_KIND, "compile_seconds": 0.0}
-        store.put(key, guarded.encode_index(candidates), index_meta)
+        _write_index(store, key, candidates)
+        remote.publish(store, key.hex)
     except _core.CacheError as e:
         counters.warn_once(
             "store_write", "cannot store entry %s (the compile is used anyway): %s", candidate_key.hex[:16], e
@@ -371,7 +464,8 @@ def _symbolic_lookup_or_compile(
     return fn
 
 
-def _load_candidate(store, candidate: dict[str, Any], gm, table, t_start: float, t_key: float) -> Callable | None:
+def _load_candidate(store, candidate: dict[str, Any], gm, table, times: tuple[float, float]) -> Callable | None:
+    t_start, t_key = times
     try:
         entry = store.get(candidate["key"])
     except _core.CacheError as e:

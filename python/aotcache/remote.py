@@ -6,78 +6,46 @@ its key and, with `AOTCACHE_SIGNING_KEY` set, its signature in C++ before any by
 fault never fails a compile: it costs at most the timeouts, is counted (`remote.*`), logged once per kind, and the
 failing server is skipped for `AOTCACHE_REMOTE_DOWN_SECONDS`.
 
-Environment: AOTCACHE_REMOTE (comma-separated redis:// or redis+unix:// URLs; unset = no remote tier),
-AOTCACHE_REMOTE_READONLY=1, AOTCACHE_REMOTE_PREFIX (default "aotcache:"), AOTCACHE_REMOTE_TTL (seconds, or 30m,
-12h, 7d; default none), AOTCACHE_REMOTE_CONNECT_TIMEOUT_MS (500), AOTCACHE_REMOTE_TIMEOUT_MS (1000),
-AOTCACHE_REMOTE_MAX_ENTRY_SIZE (128M), AOTCACHE_REMOTE_DOWN_SECONDS (30).
+Settings: `settings.RemoteSettings` (AOTCACHE_REMOTE and AOTCACHE_REMOTE_*, or `aotcache.configure(remote=...)`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
 import threading
 import time
 
-from aotcache import _core, counters
+from aotcache import _core, counters, settings
+from aotcache.settings import RemoteSettings
 
 log = logging.getLogger("aotcache")
 
-_TRUE = {"1", "true", "yes", "on"}
-_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-@dataclasses.dataclass(frozen=True)
-class RemoteSettings:
-    urls: str
-    readonly: bool
-    key_prefix: str
-    ttl_seconds: int
-    connect_timeout_ms: int
-    operation_timeout_ms: int
-    max_entry_bytes: int
-    down_seconds: int
-
-
 _lock = threading.Lock()
 _remotes: dict[RemoteSettings, _core.RemoteStore | None] = {}
+# Keys whose remote entry this process fetched and rejected (forged, corrupt, unreadable) and has not replaced yet:
+# its presence on the server says nothing about a usable entry (single_flight.py).
+_unusable: set[str] = set()
 
 
-def _seconds(text: str) -> int:
-    text = text.strip().lower()
-    if text and text[-1] in _AGE_UNITS:
-        return int(float(text[:-1]) * _AGE_UNITS[text[-1]])
-    return int(text)
+def holds_unusable(key_hex: str) -> bool:
+    """Whether this process rejected the remote entry of `key_hex` and has not published a replacement."""
+    with _lock:
+        return key_hex in _unusable
 
 
-def settings_from_environment() -> RemoteSettings | None:
-    """The remote settings in force, or None when AOTCACHE_REMOTE is unset. Raises ValueError or CacheError for a
-    malformed value."""
-    urls = os.environ.get("AOTCACHE_REMOTE", "").strip()
-    if not urls:
-        return None
-    env = os.environ.get
-    return RemoteSettings(
-        urls=urls,
-        readonly=env("AOTCACHE_REMOTE_READONLY", "").strip().lower() in _TRUE,
-        key_prefix=env("AOTCACHE_REMOTE_PREFIX", "aotcache:"),
-        ttl_seconds=_seconds(env("AOTCACHE_REMOTE_TTL", "0") or "0"),
-        connect_timeout_ms=int(env("AOTCACHE_REMOTE_CONNECT_TIMEOUT_MS", "500") or "500"),
-        operation_timeout_ms=int(env("AOTCACHE_REMOTE_TIMEOUT_MS", "1000") or "1000"),
-        max_entry_bytes=_core.parse_size(env("AOTCACHE_REMOTE_MAX_ENTRY_SIZE", "128M") or "128M"),
-        down_seconds=int(env("AOTCACHE_REMOTE_DOWN_SECONDS", "30") or "30"),
-    )
+def _mark_unusable(key_hex: str, unusable: bool) -> None:
+    with _lock:
+        if unusable:
+            _unusable.add(key_hex)
+        else:
+            _unusable.discard(key_hex)
 
 
-def _current() -> tuple[_core.RemoteStore | None, RemoteSettings | None]:
-    """The remote store for the settings in force, opened once per process and settings; (None, None) when off or
-    misconfigured (reported once)."""
-    try:
-        cfg = settings_from_environment()
-    except (ValueError, _core.CacheError) as e:
-        counters.warn_once("remote_config", "remote tier is misconfigured, not used: %s", e)
-        return None, None
+def current(cfg: RemoteSettings | None = None) -> tuple[_core.RemoteStore | None, RemoteSettings | None]:
+    """The remote store for `cfg` (default: the settings in force), opened once per process and settings;
+    (None, None) when off or misconfigured (reported once)."""
+    if cfg is None:
+        cfg = settings.current().remote
     if cfg is None:
         return None, None
     with _lock:
@@ -98,7 +66,7 @@ def _current() -> tuple[_core.RemoteStore | None, RemoteSettings | None]:
         return _remotes[cfg], cfg
 
 
-def _record(delta: dict[str, int], remote: _core.RemoteStore, store: _core.LocalStore) -> None:
+def record(delta: dict[str, int], remote: _core.RemoteStore, store: _core.LocalStore) -> None:
     delta = dict(delta)
     for name, value in remote.take_counters().items():
         delta[name] = delta.get(name, 0) + value
@@ -109,7 +77,7 @@ def _record(delta: dict[str, int], remote: _core.RemoteStore, store: _core.Local
 def fetch(store: _core.LocalStore, key_hex: str) -> bool:
     """After a local miss: looks the key up remotely and, on a verified hit, writes the entry into the local store.
     True when the local store now holds the entry. Never raises."""
-    remote, _ = _current()
+    remote, _ = current()
     if remote is None:
         return False
     delta: dict[str, int] = {}
@@ -129,14 +97,17 @@ def fetch(store: _core.LocalStore, key_hex: str) -> bool:
         try:
             stored_key = store.put_encoded(data)
         except _core.UntrustedEntryError as e:
+            _mark_unusable(key_hex, True)
             delta["remote.rejected_signature"] = 1
             counters.warn_once("remote_untrusted", "remote entry %s rejected, recompiling: %s", key_hex[:16], e)
             return False
         except _core.CorruptEntryError as e:
+            _mark_unusable(key_hex, True)
             delta["remote.corrupt"] = 1
             counters.warn_once("remote_corrupt", "remote entry %s is corrupt, recompiling: %s", key_hex[:16], e)
             return False
         except _core.IncompatibleEntryError as e:
+            _mark_unusable(key_hex, True)
             delta["remote.incompatible"] = 1
             counters.warn_once("remote_incompatible", "remote entry %s is not readable here: %s", key_hex[:16], e)
             return False
@@ -145,6 +116,7 @@ def fetch(store: _core.LocalStore, key_hex: str) -> bool:
             counters.warn_once("remote_backfill", "cannot store remote entry %s locally: %s", key_hex[:16], e)
             return False
         if stored_key != key_hex:
+            _mark_unusable(key_hex, True)
             delta["remote.corrupt"] = 1
             counters.warn_once("remote_corrupt", "remote entry under %s is another key's entry", key_hex[:16])
             return False
@@ -156,13 +128,13 @@ def fetch(store: _core.LocalStore, key_hex: str) -> bool:
         delta["remote.errors"] = delta.get("remote.errors", 0) + 1
         return False
     finally:
-        _record(delta, remote, store)
+        record(delta, remote, store)
 
 
 def publish(store: _core.LocalStore, key_hex: str) -> None:
     """After a local put: sends the entry file's bytes (already signed when a key is set) to the remote tier, unless
     it is read-only. Never raises."""
-    remote, cfg = _current()
+    remote, cfg = current()
     if remote is None or cfg is None or cfg.readonly:
         return
     delta: dict[str, int] = {}
@@ -179,15 +151,17 @@ def publish(store: _core.LocalStore, key_hex: str) -> None:
         except _core.CacheError as e:  # refused by the size limit (counted remote.too_large by the store)
             counters.warn_once("remote_refused", "entry %s not stored remotely: %s", key_hex[:16], e)
             return
+        _mark_unusable(key_hex, False)
         delta.update({"remote.puts": 1, "remote.bytes_written": len(data)})
     except Exception:
         log.warning("internal error in the remote tier", exc_info=True)
         delta["remote.errors"] = delta.get("remote.errors", 0) + 1
     finally:
-        _record(delta, remote, store)
+        record(delta, remote, store)
 
 
 def reset() -> None:
     """Forgets the opened remote stores (tests)."""
     with _lock:
         _remotes.clear()
+        _unusable.clear()

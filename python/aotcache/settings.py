@@ -1,4 +1,8 @@
-"""User settings: environment variables, overridable from Python with `aotcache.configure()`."""
+"""User settings: environment variables, overridable from Python with `aotcache.configure()`.
+
+Every setting is read from the environment at each compile, so a change of the environment takes effect at the next
+compile; `configure()` overrides win over the environment until `reset()`.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,36 @@ import threading
 from aotcache import _core
 
 _TRUE = {"1", "true", "yes", "on"}
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 log = logging.getLogger("aotcache")
+
+DEFAULT_COMPILE_WAIT_SECONDS = 600.0
+DEFAULT_REMOTE_LEASE_SECONDS = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteSettings:
+    """The remote tier (README "Shared cache (remote tier)"); None in `Settings.remote` when it is off."""
+
+    urls: str
+    """Comma-separated redis://[[user]:password@]host[:port][/db] or redis+unix:///path[?db=N]. `AOTCACHE_REMOTE`."""
+    readonly: bool = False
+    """Look up only, never write (consumers that must not publish). `AOTCACHE_REMOTE_READONLY=1`."""
+    key_prefix: str = "aotcache:"
+    """Namespace of the keys on the server. `AOTCACHE_REMOTE_PREFIX`."""
+    ttl_seconds: int = 0
+    """Expiry of written entries; 0 = none. `AOTCACHE_REMOTE_TTL` (seconds, or 30m, 12h, 7d)."""
+    connect_timeout_ms: int = 500
+    """`AOTCACHE_REMOTE_CONNECT_TIMEOUT_MS`."""
+    operation_timeout_ms: int = 1000
+    """Per command. `AOTCACHE_REMOTE_TIMEOUT_MS`."""
+    max_entry_bytes: int = 128 << 20
+    """Larger entries are not sent (counted `remote.too_large`). `AOTCACHE_REMOTE_MAX_ENTRY_SIZE` (128M)."""
+    down_seconds: int = 30
+    """A failed server is skipped this long. `AOTCACHE_REMOTE_DOWN_SECONDS`."""
+    lease_seconds: float = DEFAULT_REMOTE_LEASE_SECONDS
+    """Expiry of a compile lease, renewed while the compile runs: a holder that dies frees it within this time.
+    `AOTCACHE_REMOTE_LEASE` (seconds, or 1m, ...)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,36 +57,96 @@ class Settings:
     max_size: int
     """Bound of the cache directory in bytes, kept by LRU eviction. `AOTCACHE_MAX_SIZE` (10G, 500M, ...), default
     10 GiB; 0 = unbounded."""
+    compile_wait_seconds: float = DEFAULT_COMPILE_WAIT_SECONDS
+    """Compile once: when another process (or machine, through the remote tier) is compiling the same key, wait
+    this long for its entry, then compile anyway. 0 = never wait. `AOTCACHE_COMPILE_WAIT` (seconds, or 10m, ...)."""
+    remote: RemoteSettings | None = None
+    """The remote tier, or None when off."""
 
 
 _lock = threading.Lock()
 _overrides: dict[str, object] = {}
+_remote_overrides: dict[str, object] = {}
+_remote_urls: list[str] = []  # [urls] when configure(remote=...) was called
 
 
-def _max_size_from_environment() -> int:
-    text = os.environ.get("AOTCACHE_MAX_SIZE", "").strip()
+def parse_seconds(text: str) -> float:
+    """'90', '1.5', '30s', '10m', '12h', '7d', '2w' -> seconds. ValueError otherwise."""
+    text = text.strip().lower()
+    scale = 1
+    if text and text[-1] in _AGE_UNITS:
+        text, scale = text[:-1], _AGE_UNITS[text[-1]]
+    value = float(text) * scale
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"not a duration: {text!r}")
+    return value
+
+
+def _env_or_default(name: str, parse, default, warn_kind: str):
+    text = os.environ.get(name, "").strip()
     if not text:
-        return _core.DEFAULT_MAX_SIZE
+        return default
     try:
-        return _core.parse_size(text)
-    except _core.CacheError as e:
-        log.warning("ignoring AOTCACHE_MAX_SIZE=%r: %s", text, e)
-        return _core.DEFAULT_MAX_SIZE
+        return parse(text)
+    except (ValueError, _core.CacheError) as e:
+        from aotcache import counters  # counters does not import settings; imported here to keep layers simple
+
+        counters.warn_once(warn_kind, "ignoring %s=%r: %s", name, text, e)
+        return default
 
 
-def _from_environment() -> Settings:
+def _remote_from_environment(urls: str | None) -> RemoteSettings | None:
+    """The remote settings of the environment; `urls` (from configure) replaces AOTCACHE_REMOTE when not None."""
+    urls = (os.environ.get("AOTCACHE_REMOTE", "") if urls is None else urls).strip()
+    if not urls:
+        return None
+    d = RemoteSettings(urls=urls)
+    env = _env_or_default
+    return RemoteSettings(
+        urls=urls,
+        readonly=os.environ.get("AOTCACHE_REMOTE_READONLY", "").strip().lower() in _TRUE,
+        key_prefix=os.environ.get("AOTCACHE_REMOTE_PREFIX", d.key_prefix) or d.key_prefix,
+        ttl_seconds=env("AOTCACHE_REMOTE_TTL", lambda t: int(parse_seconds(t)), 0, "remote_config"),
+        connect_timeout_ms=env("AOTCACHE_REMOTE_CONNECT_TIMEOUT_MS", int, d.connect_timeout_ms, "remote_config"),
+        operation_timeout_ms=env("AOTCACHE_REMOTE_TIMEOUT_MS", int, d.operation_timeout_ms, "remote_config"),
+        max_entry_bytes=env("AOTCACHE_REMOTE_MAX_ENTRY_SIZE", _core.parse_size, d.max_entry_bytes, "remote_config"),
+        down_seconds=env("AOTCACHE_REMOTE_DOWN_SECONDS", int, d.down_seconds, "remote_config"),
+        lease_seconds=env("AOTCACHE_REMOTE_LEASE", parse_seconds, d.lease_seconds, "remote_config"),
+    )
+
+
+def _from_environment(remote_urls: str | None = None) -> Settings:
     return Settings(
         cache_dir=_core.default_cache_dir(),
         enabled=os.environ.get("AOTCACHE_DISABLE", "").strip().lower() not in _TRUE,
         salt=os.environ.get("AOTCACHE_SALT", ""),
-        max_size=_max_size_from_environment(),
+        max_size=_env_or_default("AOTCACHE_MAX_SIZE", _core.parse_size, _core.DEFAULT_MAX_SIZE, "max_size_config"),
+        compile_wait_seconds=_env_or_default(
+            "AOTCACHE_COMPILE_WAIT", parse_seconds, DEFAULT_COMPILE_WAIT_SECONDS, "compile_wait_config"
+        ),
+        remote=_remote_from_environment(remote_urls),
     )
 
 
 def current() -> Settings:
     """The settings in force: the environment, read at each compile, with `configure()` overrides on top."""
     with _lock:
-        return dataclasses.replace(_from_environment(), **_overrides)
+        s = dataclasses.replace(_from_environment(_remote_urls[0] if _remote_urls else None), **_overrides)
+        if s.remote is not None and _remote_overrides:
+            s = dataclasses.replace(s, remote=dataclasses.replace(s.remote, **_remote_overrides))
+        return s
+
+
+_REMOTE_FIELDS = {
+    "remote_readonly": "readonly",
+    "remote_prefix": "key_prefix",
+    "remote_ttl": "ttl_seconds",
+    "remote_connect_timeout_ms": "connect_timeout_ms",
+    "remote_timeout_ms": "operation_timeout_ms",
+    "remote_max_entry_size": "max_entry_bytes",
+    "remote_down_seconds": "down_seconds",
+    "remote_lease": "lease_seconds",
+}
 
 
 def configure(
@@ -62,14 +155,63 @@ def configure(
     enabled: bool | None = None,
     salt: str | None = None,
     max_size: int | str | None = None,
+    compile_wait: float | str | None = None,
+    remote: str | None = None,
+    remote_readonly: bool | None = None,
+    remote_prefix: str | None = None,
+    remote_ttl: float | str | None = None,
+    remote_connect_timeout_ms: int | None = None,
+    remote_timeout_ms: int | None = None,
+    remote_max_entry_size: int | str | None = None,
+    remote_down_seconds: int | None = None,
+    remote_lease: float | str | None = None,
 ) -> Settings:
-    """Overrides settings for this process; `None` leaves a setting as it is. Returns the settings in force."""
+    """Overrides settings for this process; `None` leaves a setting as it is. `remote=""` turns the remote tier off;
+    the other remote_* options apply whether the URLs come from `remote=` or from AOTCACHE_REMOTE. Durations take
+    seconds or '10m'-style text, sizes bytes or '500M'-style text. Raises ValueError (or CacheError for a size) for
+    a malformed value, changing nothing. Returns the settings in force."""
     if isinstance(max_size, str):
         max_size = _core.parse_size(max_size)
+    if isinstance(compile_wait, str):
+        compile_wait = parse_seconds(compile_wait)
+    if compile_wait is not None and not compile_wait >= 0:
+        raise ValueError(f"compile_wait must be >= 0, got {compile_wait!r}")
+    if isinstance(remote_ttl, str):
+        remote_ttl = parse_seconds(remote_ttl)
+    if isinstance(remote_lease, str):
+        remote_lease = parse_seconds(remote_lease)
+    if remote_lease is not None and not remote_lease > 0:
+        raise ValueError(f"remote_lease must be > 0, got {remote_lease!r}")
+    if isinstance(remote_max_entry_size, str):
+        remote_max_entry_size = _core.parse_size(remote_max_entry_size)
+    if remote:  # validated now, so a typo fails here and not silently at the first compile
+        for url in remote.split(","):
+            _core.RemoteStore.open(url.strip())
+    values = {
+        "remote_readonly": remote_readonly,
+        "remote_prefix": remote_prefix,
+        "remote_ttl": None if remote_ttl is None else int(remote_ttl),
+        "remote_connect_timeout_ms": remote_connect_timeout_ms,
+        "remote_timeout_ms": remote_timeout_ms,
+        "remote_max_entry_size": remote_max_entry_size,
+        "remote_down_seconds": remote_down_seconds,
+        "remote_lease": remote_lease,
+    }
     with _lock:
-        for name, value in (("cache_dir", cache_dir), ("enabled", enabled), ("salt", salt), ("max_size", max_size)):
+        for name, value in (
+            ("cache_dir", cache_dir),
+            ("enabled", enabled),
+            ("salt", salt),
+            ("max_size", max_size),
+            ("compile_wait_seconds", compile_wait),
+        ):
             if value is not None:
                 _overrides[name] = os.path.abspath(os.path.expanduser(value)) if name == "cache_dir" else value
+        for name, value in values.items():
+            if value is not None:
+                _remote_overrides[_REMOTE_FIELDS[name]] = value
+        if remote is not None:
+            _remote_urls[:] = [remote]
     return current()
 
 
@@ -77,3 +219,5 @@ def reset() -> None:
     """Drops every `configure()` override."""
     with _lock:
         _overrides.clear()
+        _remote_overrides.clear()
+        _remote_urls.clear()
