@@ -122,7 +122,7 @@ def aotcache_backend(
             fn, writable = _lookup(store, key, t_start, t_key)
             if fn is not None:
                 if claim.waited:
-                    counters.record({"wait_hits": 1}, store)
+                    counters.record({"wait.hits": 1}, store)
                 return _adapt_to_graph(fn, gm)
         return _compile_and_store(gm, example_inputs, opts, store, key, writable, t_start, t_key, (graph, inputs))
     finally:
@@ -342,7 +342,7 @@ def _symbolic_lookup_or_compile(gm, example_inputs, fakes, table, opts, store, k
             fn, candidates, rejected = _symbolic_lookup(store, key, gm, table, required, times, with_remote=True)
             if fn is not None:
                 if claim.waited:
-                    counters.record({"wait_hits": 1}, store)
+                    counters.record({"wait.hits": 1}, store)
                 return fn
         return _symbolic_compile_and_store(
             gm, example_inputs, fakes, table, opts, store, key, candidates, rejected, times, captured

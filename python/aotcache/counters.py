@@ -2,7 +2,8 @@
 
 Counter names are shared by both: hits, misses, bypasses, errors, bypass.<reason>, miss.<component>, error.<kind>,
 bytes_read, bytes_written, compile_us (time spent compiling on misses), saved_us (compile time the hits did not
-spend), load_us (time spent loading hits), remote.<name> (the remote tier, remote.py).
+spend), load_us (time spent loading hits), wait.<name> and wait_us (compile once, single_flight.py), remote.<name>
+(the remote tier, remote.py).
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ def snapshot() -> dict[str, Any]:
     out["compile_seconds"] = c.get("compile_us", 0) / 1e6
     out["saved_seconds"] = c.get("saved_us", 0) / 1e6
     out["load_seconds"] = c.get("load_us", 0) / 1e6
+    # Compile once (single_flight.py): processes that waited for another's compile, waits that ended in a hit,
+    # waits that gave up (AOTCACHE_COMPILE_WAIT), and the time spent waiting.
+    out["wait"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("wait.")}
+    out["wait"]["seconds"] = c.get("wait_us", 0) / 1e6
     # The remote tier (remote.py): hits, misses, errors, rejected_signature, puts, bytes, ... by name.
     out["remote"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("remote.")}
     return out

@@ -4,7 +4,7 @@ On one machine the compile lock is a file lock in the cache directory (`LocalSto
 frees it when its holder dies). Across machines, the process that holds its machine's lock also takes a lease in the
 remote tier (`RemoteStore.try_lease`: it expires unless renewed, so a dead holder frees it within the lease time).
 A waiter polls for the entry, or for the lock's release, for at most `compile_wait_seconds`; then it compiles
-itself (counted `wait_timeouts`). A waiter waits once: when the holder goes away without an entry (its compile could
+itself (counted `wait.timeouts`). A waiter waits once: when the holder goes away without an entry (its compile could
 not be stored, or it died), the waiters compile in parallel instead of queueing for the lock one after another. A
 cache problem (lock file not creatable, Redis down) never blocks: the process compiles at once, as without
 single-flight. README "Compile once".
@@ -112,9 +112,9 @@ def claim(store: _core.LocalStore, key_hex: str, cfg: Settings, *, until_entry: 
         counters.record({"errors": 1, "error.compile_lock": 1}, store)
     result.waited_s = time.monotonic() - t0
     if result.waited:
-        delta = {"waits": 1, "wait_us": int(result.waited_s * 1e6)}
+        delta = {"wait.waited": 1, "wait_us": int(result.waited_s * 1e6)}
         if result.timed_out:
-            delta["wait_timeouts"] = 1
+            delta["wait.timeouts"] = 1
         counters.record(delta, store)
     return result
 

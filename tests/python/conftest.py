@@ -7,10 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
+from redis_server import redis, redis_factory  # noqa: F401  (fixtures shared by the remote tests)
 
 HERE = Path(__file__).parent
 
@@ -41,12 +43,59 @@ def cache_dir(tmp_path) -> Path:
     return d
 
 
-@pytest.fixture
-def run_fresh(tmp_path, cache_dir, inductor_dir):
-    """run_fresh(workload, *flags, env={...}) -> RunResult, in a new interpreter against `cache_dir`."""
-    counter = iter(range(1000))
+class FreshProcess:
+    """A workload running in a new interpreter; `result()` waits for it and parses its RESULT line."""
 
-    def run(workload: str, *flags: str, env: dict | None = None, expect_ok: bool = True) -> RunResult:
+    def __init__(self, workload: str, out: Path, flags: tuple[str, ...], env: dict, expect_ok: bool):
+        self.workload, self.out, self.expect_ok = workload, out, expect_ok
+        self.stdout_path, self.stderr_path = out.with_suffix(".stdout"), out.with_suffix(".stderr")
+        with open(self.stdout_path, "w") as stdout, open(self.stderr_path, "w") as stderr:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(HERE / "workloads.py"), workload, str(out), *flags],
+                env=env,
+                stdout=stdout,
+                stderr=stderr,
+                text=True,
+            )
+
+    def wait_for_output(self, text: str, timeout: float = 300) -> None:
+        """Blocks until the process has printed `text` (its log goes to stdout as it runs)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.stdout_path.read_text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{self.workload} never printed {text!r}:\n{self.stdout_path.read_text()}")
+            time.sleep(0.05)
+
+    def result(self, timeout: float = 600) -> RunResult:
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"workload {self.workload} timed out:\n{self.stdout_path.read_text()}") from None
+        stdout, stderr = self.stdout_path.read_text(), self.stderr_path.read_text()
+        if self.expect_ok and self.proc.returncode != 0:
+            raise AssertionError(f"workload {self.workload} failed ({self.proc.returncode}):\n{stdout}\n{stderr}")
+        line = next(ln for ln in stdout.splitlines() if ln.startswith("RESULT "))
+        data = json.loads(line[len("RESULT ") :])
+        return RunResult(
+            stats=data["stats"],
+            aot_autograd=data["aot_autograd"],
+            inductor=data["inductor"],
+            tensors=torch.load(self.out),
+            log=[ln for ln in stdout.splitlines() if ln.startswith("LOG ")],
+            stdout=stdout + stderr,
+        )
+
+
+@pytest.fixture
+def spawn_fresh(tmp_path, cache_dir, inductor_dir):
+    """spawn_fresh(workload, *flags, env={...}) -> FreshProcess, started in a new interpreter against `cache_dir`
+    (several may run at once)."""
+    counter = iter(range(1000))
+    started: list[FreshProcess] = []
+
+    def spawn(workload: str, *flags: str, env: dict | None = None, expect_ok: bool = True) -> FreshProcess:
         out = tmp_path / f"run{next(counter)}.pt"
         full_env = dict(os.environ)
         full_env.update(
@@ -57,25 +106,22 @@ def run_fresh(tmp_path, cache_dir, inductor_dir):
             }
         )
         full_env.update(env or {})
-        proc = subprocess.run(
-            [sys.executable, str(HERE / "workloads.py"), workload, str(out), *flags],
-            env=full_env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if expect_ok and proc.returncode != 0:
-            raise AssertionError(f"workload {workload} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-        data = json.loads(line[len("RESULT ") :])
-        return RunResult(
-            stats=data["stats"],
-            aot_autograd=data["aot_autograd"],
-            inductor=data["inductor"],
-            tensors=torch.load(out),
-            log=[ln for ln in proc.stdout.splitlines() if ln.startswith("LOG ")],
-            stdout=proc.stdout + proc.stderr,
-        )
+        started.append(FreshProcess(workload, out, flags, full_env, expect_ok))
+        return started[-1]
+
+    yield spawn
+    for p in started:
+        if p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait()
+
+
+@pytest.fixture
+def run_fresh(spawn_fresh):
+    """run_fresh(workload, *flags, env={...}) -> RunResult, in a new interpreter against `cache_dir`."""
+
+    def run(workload: str, *flags: str, env: dict | None = None, expect_ok: bool = True) -> RunResult:
+        return spawn_fresh(workload, *flags, env=env, expect_ok=expect_ok).result()
 
     return run
 

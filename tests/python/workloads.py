@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -94,6 +96,17 @@ def shapes(args) -> dict:
     return out
 
 
+def _barrier(directory: str, count: str, timeout: float = 300) -> None:
+    """Processes started together import torch at different speeds: line them up so their compiles overlap."""
+    os.makedirs(directory, exist_ok=True)
+    open(os.path.join(directory, str(os.getpid())), "w").close()
+    deadline = time.monotonic() + timeout
+    while len(os.listdir(directory)) < int(count):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"barrier {directory}: {len(os.listdir(directory))} of {count} after {timeout}s")
+        time.sleep(0.01)
+
+
 WORKLOADS = {"mlp": mlp, "gpt": gpt, "python_function": python_function, "shapes": shapes}
 
 
@@ -111,7 +124,12 @@ def main() -> None:
     parser.add_argument("--max", type=int, default=0, help="shapes: mark_dynamic's upper bound")
     parser.add_argument("--head", type=int, default=0, help="shapes: keep the first HEAD rows")
     parser.add_argument("--fold", action="store_true", help="shapes: reshape rows into batch // 4 groups")
+    parser.add_argument(
+        "--barrier", help="DIR:N: after the imports, wait until N processes reached the barrier DIR, then compile"
+    )
     args = parser.parse_args()
+    if args.barrier:
+        _barrier(*args.barrier.rsplit(":", 1))
     logging.basicConfig(level=logging.INFO, format="LOG %(name)s %(levelname)s %(message)s", stream=sys.stdout)
     logging.getLogger("torch").setLevel(logging.WARNING)
     tensors = WORKLOADS[args.name](args)
