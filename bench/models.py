@@ -66,6 +66,12 @@ def gpt_block() -> tuple[nn.Module, Step]:
     return model, _train_step((idx,), lambda logits: F.cross_entropy(logits.flatten(0, 1), targets.flatten()))
 
 
+def gpt_demo() -> tuple[nn.Module, Step]:
+    """The demo's model and training step as `python -m aotcache.demo` runs it (default GPTConfig: 2 layers)."""
+    model, idx, targets = make_model_and_batch()
+    return model, _train_step((idx,), lambda logits: F.cross_entropy(logits.flatten(0, 1), targets.flatten()))
+
+
 class ConvNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -137,6 +143,12 @@ WORKLOADS: dict[str, Workload] = {
             "GPT-style model, 1 block (dim 128, 4 heads, context 64, vocab 512), batch 4, training step",
             "train",
             gpt_block,
+        ),
+        Workload(
+            "gpt_demo",
+            "the demo's GPT-style model (2 layers, dim 128, 4 heads, context 64, vocab 512), batch 4, training step",
+            "train",
+            gpt_demo,
         ),
         Workload("convnet", "3-conv net with BatchNorm, 8x3x32x32, inference (eval, no_grad)", "inference", convnet),
         Workload(

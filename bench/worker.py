@@ -7,7 +7,9 @@ TORCHINDUCTOR_FX_GRAPH_CACHE=1 and TORCHINDUCTOR_AUTOGRAD_CACHE=1 for torch's ru
 for aotcache's runs. The worker writes to OUT.json: wall-clock phases,
 Dynamo's compile-time metrics, aotcache's per-compile log figures (key, lookup, load; on a miss compile, store and
 serialization), a few timed probes inside torch (vector-ISA probe, C++ builds, compiler version), aotcache.stats(),
-torch's cache counters and the peak RSS.
+torch's cache counters (and its remote caches' own hit/miss/put counters), the first step's output checksum (SHA-256
+of the outputs and gradients, computed outside the timings) and the peak RSS. --deterministic: as the demo,
+torch.use_deterministic_algorithms(True) (bench/remote_vs_torch.py compares checksums across processes).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 T_START = time.perf_counter()
 
 import argparse  # noqa: E402
+import hashlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import re  # noqa: E402
@@ -115,6 +118,30 @@ class AotcacheLog(logging.Handler):
         self.events.append(event)
 
 
+def output_checksum(out: Any, model: torch.nn.Module) -> dict[str, Any]:
+    """SHA-256 of the first step's output tensors and of the parameters' gradients (training steps), and their sum:
+    equal digests = bit-identical results across processes and systems."""
+    tensors = [t for t in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(t, torch.Tensor)]
+    tensors += [p.grad for p in model.parameters() if p.grad is not None]
+    digest = hashlib.sha256()
+    total = 0.0
+    for t in tensors:
+        t = t.detach().contiguous().cpu()
+        digest.update(t.numpy().tobytes())
+        total += float(t.double().sum())
+    return {"sha256": digest.hexdigest(), "sum": total, "tensors": len(tensors)}
+
+
+def torch_remote_cache_stats() -> dict[str, dict[str, int]]:
+    """torch's own per-cache counters (hit, miss, put, exception) of its remote caches (RemoteFxGraphCache,
+    RemoteAOTAutogradCache, ...); empty when no remote cache was created."""
+    import dataclasses
+
+    from torch._inductor.remote_cache import cache_stats
+
+    return {name: dataclasses.asdict(stat) for name, stat in cache_stats._stats.items()}
+
+
 def _sum(events: list[dict[str, Any]], kind: str, field: str) -> float:
     return sum(e.get(field, 0.0) for e in events if e["kind"] == kind)
 
@@ -131,7 +158,15 @@ def main() -> None:
         "TORCHINDUCTOR_FX_GRAPH_CACHE=0 or TORCHINDUCTOR_AUTOGRAD_CACHE=0 forces a config, aotcache's sandboxed "
         "compile then cannot serialize, and every graph bypasses as not_serializable",
     )
+    parser.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="torch.use_deterministic_algorithms(True) (as the demo): Inductor's CPU embedding backward otherwise "
+        "accumulates with atomics in thread order and two runs of the same code differ in the last bits",
+    )
     args = parser.parse_args()
+    if args.deterministic:
+        torch.use_deterministic_algorithms(True)
     if args.torch_caches_off:
         torch._inductor.config.fx_graph_cache = False
         torch._functorch.config.enable_autograd_cache = False
@@ -155,8 +190,10 @@ def main() -> None:
     model, step = workload.build()
     t_built = time.perf_counter()
     compiled = torch.compile(model, backend=args.backend)
-    step(compiled)
+    first_out = step(compiled)
     t_first = time.perf_counter()
+    checksum = output_checksum(first_out, model)  # outside the timings
+    t_check = time.perf_counter()
     step(compiled)  # steady state: no compile
     t_second = time.perf_counter()
 
@@ -205,13 +242,15 @@ def main() -> None:
         "import_s": t_imported - T_START,
         "setup_s": t_built - t_imported,
         "first_result_s": first_result_s,
-        "second_step_s": t_second - t_first,
+        "second_step_s": t_second - t_check,
         "worker_total_s": time.perf_counter() - T_START,
         "phases": phases,
         "graphs": len(compilation_time_metrics.get("_compile.compile_inner", [])),
         "aotcache_events": events,
         "aotcache_stats": aotcache_stats() if aotcache_stats else None,
         "torch_counters": torch_counters,
+        "torch_remote_cache_stats": torch_remote_cache_stats(),
+        "output_checksum": checksum,
         "probes": {"seconds": probes.seconds, "calls": probes.calls},
         "compile_file": {
             "count": len(compilation_time_metrics.get("compile_file", [])),
