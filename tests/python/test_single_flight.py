@@ -35,8 +35,19 @@ def _totals(results, name: str) -> int:
 
 def _start_together(spawn_fresh, tmp_path: Path, envs: list[dict]) -> list:
     barrier = tmp_path / f"barrier{time.monotonic_ns()}"
+    t0 = time.monotonic()
     procs = [spawn_fresh("mlp", "--barrier", f"{barrier}:{len(envs)}", env=env) for env in envs]
-    return [p.result() for p in procs]
+    results = [p.result() for p in procs]
+    # Shown with `pytest -s`: the figures of README "Compile once".
+    print(f"\n{len(envs)} processes, {time.monotonic() - t0:.1f}s wall:")
+    for i, r in enumerate(results):
+        w = r.stats["wait"]
+        print(
+            f"  process {i}: misses {r.stats['misses']} hits {r.stats['hits']} remote.hits "
+            f"{r.stats['remote'].get('hits', 0)} waited {w.get('waited', 0)} ({w['seconds']:.2f}s) "
+            f"compile {r.stats['compile_seconds']:.2f}s"
+        )
+    return results
 
 
 def test_eight_processes_on_one_directory_compile_once(spawn_fresh, tmp_path, cache_dir):
