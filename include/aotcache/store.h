@@ -72,6 +72,9 @@ class LocalStore {
   // then moved to quarantine/ (best effort, counted as `corrupt`), so it is never served and the next lookup is a
   // miss. Unsupported (a newer format) leaves the file alone.
   Result<std::optional<Entry>> get(const std::string& key_hex);
+  // Like get, without side effects: the entry is not marked used and a bad one is not quarantined. For inspection
+  // (`aotcache show`, `explain`, the backend's miss explanation), which must not change what eviction keeps.
+  Result<std::optional<Entry>> peek(const std::string& key_hex);
   // Like get, without side effects: OK for a valid entry, NotFound, Corruption or Unsupported. For `verify`.
   Status check_entry(const std::string& key_hex);
   // The entry file's bytes, unverified (for export, which verifies them); nullopt when absent.

@@ -285,7 +285,7 @@ def _explain_miss(store: _core.LocalStore, key: _core.CacheKey) -> tuple[list[st
         best: tuple[list[str], _core.LoadedEntry] | None = None
         for candidate in candidates:
             try:
-                entry = store.get(candidate)
+                entry = store.peek(candidate)  # explaining a miss must not refresh the other entries' LRU age
             except _core.CacheError:
                 continue
             if entry is None:

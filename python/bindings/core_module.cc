@@ -568,6 +568,23 @@ NB_MODULE(_core, m) {
           },
           "key"_a, "The verified entry, or None on a miss. Raises CorruptEntryError or CacheIOError.")
       .def(
+          "peek",
+          [](LocalStore& s, const std::string& key) -> std::optional<LoadedEntry> {
+            std::optional<Entry> e;
+            {
+              nb::gil_scoped_release release;
+              e = unwrap(s.peek(key));
+            }
+            if (!e) return std::nullopt;
+            return LoadedEntry{key,
+                               nb::bytes(e->payload.data(), e->payload.size()),
+                               nb::bytes(e->graph.data(), e->graph.size()),
+                               manifest_rows(e->manifest),
+                               from_value(e->metadata),
+                               component_values_dict(e->component_values)};
+          },
+          "key"_a, "Like get, without marking the entry used or quarantining a bad one (inspection).")
+      .def(
           "put",
           [](LocalStore& s, const CacheKey& key, nb::bytes payload, nb::dict metadata, nb::bytes graph) {
             Entry e;

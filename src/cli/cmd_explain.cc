@@ -18,7 +18,7 @@ int run_explain(const Invocation& inv) {
       *inv.err << "aotcache: " << key.status().to_string() << "\n";
       return k_exit_failure;
     }
-    auto got = inv.store->get(*key);
+    auto got = inv.store->peek(*key);  // inspecting must not mark it used
     if (!got.ok() || !got->has_value()) {
       *inv.err << "aotcache: " << (got.ok() ? "no entry " + *key : got.status().to_string()) << "\n";
       return k_exit_failure;

@@ -62,7 +62,7 @@ int run_show(const Invocation& inv) {
     *inv.err << "aotcache: " << key.status().to_string() << "\n";
     return key.status().code() == StatusCode::kInvalidArgument ? k_exit_usage : k_exit_failure;
   }
-  auto got = inv.store->get(*key);
+  auto got = inv.store->peek(*key);  // inspecting must not mark it used
   if (!got.ok() || !got->has_value()) {
     *inv.err << "aotcache: " << (got.ok() ? "entry vanished" : got.status().to_string()) << "\n";
     return k_exit_failure;

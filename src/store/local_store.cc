@@ -135,6 +135,13 @@ Status LocalStore::check_entry(const std::string& key_hex) {
   return e.ok() ? Status() : e.status();
 }
 
+Result<std::optional<Entry>> LocalStore::peek(const std::string& key_hex) {
+  AOTCACHE_ASSIGN_OR_RETURN(auto bytes, read_entry_file(key_hex));
+  if (!bytes.has_value()) return std::optional<Entry>();
+  AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_stored(*bytes, key_hex, signing_keys_));
+  return std::optional<Entry>(std::move(e));
+}
+
 Result<std::optional<Entry>> LocalStore::get(const std::string& key_hex) {
   AOTCACHE_ASSIGN_OR_RETURN(auto bytes, read_entry_file(key_hex));
   if (!bytes.has_value()) return std::optional<Entry>();

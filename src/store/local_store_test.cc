@@ -266,6 +266,9 @@ TEST_F(LocalStoreTest, CorruptEntryIsQuarantinedCountedAndBounded) {
   // check_entry reports without moving anything.
   EXPECT_EQ(store_->check_entry(keys[0]).code(), StatusCode::kCorruption);
   EXPECT_TRUE(store_->list_quarantine()->empty());
+  // So does peek (aotcache show / explain).
+  EXPECT_EQ(store_->peek(keys[0]).status().code(), StatusCode::kCorruption);
+  EXPECT_TRUE(store_->list_quarantine()->empty());
   // get quarantines: never served again, a miss from now on.
   EXPECT_EQ(store_->get(keys[0]).status().code(), StatusCode::kCorruption);
   EXPECT_FALSE(store_->get(keys[0])->has_value());
@@ -451,6 +454,23 @@ TEST_F(LocalStoreTest, ContainsIsAStat) {
   ASSERT_TRUE(after.ok());
   EXPECT_TRUE(*after);
   EXPECT_FALSE(store_->contains("nope").ok());
+}
+
+TEST_F(LocalStoreTest, PeekDoesNotMarkTheEntryUsed) {
+  Entry e = entry();
+  ASSERT_TRUE(store_->put(e).ok());
+  const std::string key = internal::to_hex(e.key_digest);
+  set_mtime(store_->entry_path(key), 1000);
+  auto peeked = store_->peek(key);
+  ASSERT_TRUE(peeked.ok() && peeked->has_value());
+  EXPECT_EQ((*peeked)->payload, "payload");
+  struct stat st {};
+  ASSERT_EQ(stat(store_->entry_path(key).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mtime, 1000) << "peek must not change what LRU eviction keeps";
+  ASSERT_TRUE(store_->get(key).ok());
+  ASSERT_EQ(stat(store_->entry_path(key).c_str(), &st), 0);
+  EXPECT_GT(st.st_mtime, 1000) << "get marks it used";
+  EXPECT_FALSE(store_->peek(std::string(64, 'f'))->has_value());
 }
 
 }  // namespace

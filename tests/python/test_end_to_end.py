@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -54,6 +55,8 @@ def test_changed_input_or_state_misses(run_fresh, cache_dir, variant, component)
     base = run_fresh("mlp")
     assert base.stats["misses"] == 1
     assert base.stats["miss_reasons"] == {"new_graph": 1}
+    [base_file] = (cache_dir / "entries").rglob("*.aotc")
+    os.utime(base_file, (1_000_000, 1_000_000))  # long unused
     changed = run_fresh("mlp", *variant)
     assert (changed.stats["hits"], changed.stats["misses"]) == (0, 1)
     # The backend explains the miss against the cached entry of the same graph, in the log and the counters.
@@ -66,6 +69,9 @@ def test_changed_input_or_state_misses(run_fresh, cache_dir, variant, component)
     # The miss is explained by exactly the component that changed.
     explained = cli(cache_dir, "explain", entries[0]["key"], entries[1]["key"])
     assert explained.splitlines()[0] == f"{component}:", explained
+    cli(cache_dir, "show", entries[0]["key"])
+    # Explaining (the backend's miss explanation, `explain`, `show`) does not mark the base entry used for eviction.
+    assert base_file.stat().st_mtime == 1_000_000
     # And the changed variant, run again, hits its own entry.
     again = run_fresh("mlp", *variant)
     assert (again.stats["hits"], again.stats["misses"]) == (1, 0)
