@@ -22,6 +22,7 @@ import argparse  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
+import os  # noqa: E402
 import re  # noqa: E402
 import resource  # noqa: E402
 import sys  # noqa: E402
@@ -142,6 +143,16 @@ def torch_remote_cache_stats() -> dict[str, dict[str, int]]:
     return {name: dataclasses.asdict(stat) for name, stat in cache_stats._stats.items()}
 
 
+def _barrier(directory: str, count: str, timeout_s: float = 600) -> None:
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    (Path(directory) / str(os.getpid())).touch()
+    deadline = time.monotonic() + timeout_s
+    while len(list(Path(directory).iterdir())) < int(count):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"barrier {directory}: fewer than {count} workers after {timeout_s}s")
+        time.sleep(0.01)
+
+
 def _sum(events: list[dict[str, Any]], kind: str, field: str) -> float:
     return sum(e.get(field, 0.0) for e in events if e["kind"] == kind)
 
@@ -163,6 +174,11 @@ def main() -> None:
         action="store_true",
         help="torch.use_deterministic_algorithms(True) (as the demo): Inductor's CPU embedding backward otherwise "
         "accumulates with atomics in thread order and two runs of the same code differ in the last bits",
+    )
+    parser.add_argument(
+        "--barrier",
+        help="DIR:N: after the imports and the model build, wait until N workers reached DIR, then compile "
+        "(bench/single_flight.py starts several at once); first_result_s counts from the release",
     )
     args = parser.parse_args()
     if args.deterministic:
@@ -188,6 +204,8 @@ def main() -> None:
     install_probes(probes, args.backend)
 
     model, step = workload.build()
+    if args.barrier:
+        _barrier(*args.barrier.rsplit(":", 1))
     t_built = time.perf_counter()
     compiled = torch.compile(model, backend=args.backend)
     first_out = step(compiled)
