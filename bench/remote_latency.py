@@ -7,7 +7,8 @@ compiled once with backend "aotcache" into a temporary directory. Then, per entr
 - local_get: LocalStore.get (read the file, SHA-256, inflate, decode): the lookup part of a local hit;
 - remote_get: RemoteStore.get from a redis-server started here on 127.0.0.1 (loopback, no network latency);
 - remote_hit: remote_get + LocalStore.put_encoded (verify, atomic write) + LocalStore.get: the lookup part of a
-  remote hit as the backend does it.
+  remote hit as the backend does it;
+and the throughput of each for one process issuing them back to back (`*_per_s`, `*_mb_per_s` of entry bytes).
 Each both unsigned and with AOTCACHE_SIGNING_KEY set (HMAC-SHA256 verified on put_encoded and on get). Loading the
 artifact into torch comes after either and is the same for both, so it is not measured here.
 """
@@ -76,12 +77,20 @@ def _measure(local, backfill, remote, key: str, reps: int) -> dict:
         assert backfill.get(key) is not None
         backfill.remove(key)
 
-    return {
+    entry_mb = len(remote.get(key)) / 1e6
+    r = {
         "payload_bytes": len(local.get(key).payload),
         "local_get_ms": round(_median_ms(lambda: local.get(key), reps), 3),
         "remote_get_ms": round(_median_ms(lambda: remote.get(key), reps), 3),
         "remote_hit_ms": round(_median_ms(remote_hit, reps), 3),
     }
+    # Throughput of one process issuing lookups back to back (one connection per server, as the backend uses it):
+    # lookups per second and entry megabytes per second, from the medians.
+    for name in ("local_get", "remote_get", "remote_hit"):
+        per_s = 1e3 / max(r[f"{name}_ms"], 1e-6)
+        r[f"{name}_per_s"] = round(per_s)
+        r[f"{name}_mb_per_s"] = round(per_s * entry_mb, 1)
+    return r
 
 
 def _run(work: Path, url: str, reps: int) -> list[dict]:
