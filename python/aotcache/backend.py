@@ -20,6 +20,7 @@ from aotcache import (
     counters,
     global_state,
     guarded,
+    isa_probe,
     remote,
     settings,
     single_flight,
@@ -89,12 +90,17 @@ def aotcache_backend(
         verdict = _core.check_graph(graph)
         if verdict is not None:
             raise Bypass(*verdict)
+        # The first environment() of a process runs Inductor's vector-ISA probe: answered from the machine's memo.
+        with isa_probe.remembered(cfg.cache_dir, cfg.isa_probe_memo and store is not None) as probe:
+            environment = global_state.environment()
+        if probe.counters():
+            counters.record(probe.counters(), store)
         key = _core.compute_key(
             graph,
             inputs,
             global_state.autograd_state(),
             global_state.config_state(opts),
-            global_state.environment(),
+            environment,
             global_state.user_state(cfg.salt),
         )
     except Bypass as b:

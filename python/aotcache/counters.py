@@ -64,6 +64,8 @@ def snapshot() -> dict[str, Any]:
     out["wait"]["seconds"] = c.get("wait_us", 0) / 1e6
     # The remote tier (remote.py): hits, misses, errors, rejected_signature, puts, bytes, ... by name.
     out["remote"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("remote.")}
+    # Inductor's vector-ISA probe (isa_probe.py): check_build calls answered from the machine's memo, or probed.
+    out["isa_probe"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("isa_probe.")}
     return out
 
 

@@ -14,6 +14,7 @@ import threading
 from aotcache import _core
 
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 log = logging.getLogger("aotcache")
 
@@ -62,6 +63,9 @@ class Settings:
     this long for its entry, then compile anyway. 0 = never wait. `AOTCACHE_COMPILE_WAIT` (seconds, or 10m, ...)."""
     remote: RemoteSettings | None = None
     """The remote tier, or None when off."""
+    isa_probe_memo: bool = True
+    """Answer Inductor's vector-ISA probe from a per-machine memo in the cache directory (`isa_probe.py`).
+    `AOTCACHE_ISA_PROBE_MEMO=0` turns it off."""
 
 
 _lock = threading.Lock()
@@ -125,6 +129,7 @@ def _from_environment(remote_urls: str | None = None) -> Settings:
             "AOTCACHE_COMPILE_WAIT", parse_seconds, DEFAULT_COMPILE_WAIT_SECONDS, "compile_wait_config"
         ),
         remote=_remote_from_environment(remote_urls),
+        isa_probe_memo=os.environ.get("AOTCACHE_ISA_PROBE_MEMO", "").strip().lower() not in _FALSE,
     )
 
 
@@ -165,6 +170,7 @@ def configure(
     remote_max_entry_size: int | str | None = None,
     remote_down_seconds: int | None = None,
     remote_lease: float | str | None = None,
+    isa_probe_memo: bool | None = None,
 ) -> Settings:
     """Overrides settings for this process; `None` leaves a setting as it is. `remote=""` turns the remote tier off;
     the other remote_* options apply whether the URLs come from `remote=` or from AOTCACHE_REMOTE. Durations take
@@ -204,6 +210,7 @@ def configure(
             ("salt", salt),
             ("max_size", max_size),
             ("compile_wait_seconds", compile_wait),
+            ("isa_probe_memo", isa_probe_memo),
         ):
             if value is not None:
                 _overrides[name] = os.path.abspath(os.path.expanduser(value)) if name == "cache_dir" else value

@@ -28,6 +28,9 @@ def test_cross_process_miss_then_hit_training(run_fresh, cache_dir):
     # Outputs and gradients are bitwise those of the compiling run.
     assert set(cold.tensors) == {"y", "0.weight", "0.bias", "2.weight", "2.bias"}
     assert_bitwise_equal(cold.tensors, warm.tensors)
+    # Inductor's vector-ISA probe ran in the first process only; the second answered it from the machine's memo.
+    assert cold.stats["isa_probe"].get("probed", 0) > 0 and "remembered" not in cold.stats["isa_probe"]
+    assert warm.stats["isa_probe"] == {"remembered": cold.stats["isa_probe"]["probed"]}
 
 
 def test_gpt_training_and_inference_graphs_both_hit(run_fresh):

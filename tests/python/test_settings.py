@@ -20,6 +20,7 @@ def clean(monkeypatch):
         "AOTCACHE_COMPILE_WAIT",
         "AOTCACHE_REMOTE_LEASE",
         "AOTCACHE_MAX_SIZE",
+        "AOTCACHE_ISA_PROBE_MEMO",
     ]:
         monkeypatch.delenv(name, raising=False)
     settings.reset()
@@ -33,6 +34,14 @@ def test_defaults_without_environment():
     s = aotcache.current_settings()
     assert s.remote is None
     assert s.compile_wait_seconds == settings.DEFAULT_COMPILE_WAIT_SECONDS
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, True), ("0", False), ("off", False), ("1", True), ("", True)])
+def test_isa_probe_memo_switch(monkeypatch, value, expected):
+    if value is not None:
+        monkeypatch.setenv("AOTCACHE_ISA_PROBE_MEMO", value)
+    assert aotcache.current_settings().isa_probe_memo is expected
+    assert aotcache.configure(isa_probe_memo=not expected).isa_probe_memo is (not expected)
 
 
 def test_environment_sets_the_remote_tier_and_the_wait(monkeypatch):

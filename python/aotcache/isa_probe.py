@@ -1,0 +1,201 @@
+"""Remembering Inductor's vector-ISA probe across processes.
+
+Before it generates or loads any C++ kernel, Inductor asks which vector ISA the machine supports
+(`torch._inductor.cpu_vec_isa.valid_vec_isa_list`). For each candidate ISA the CPU claims, `VecISA.check_build`
+builds a small probe library with that ISA's flags (once per Inductor cache directory) and then dlopens it in a
+child Python, in every process: about 1.2 s of a 2.5 s warm start on this project's machine (bench/README.md), and
+the build itself (about 14 s, six g++ runs) on a machine whose Inductor cache directory is new.
+
+aotcache computes the environment key component, which holds the picked ISA, before anything else of torch needs
+it, so it can answer the probe from a memo: `<cache dir>/probes/vec-isa-<fingerprint>.json`, written by a process
+that ran the real probe. The fingerprint holds everything the probe's result depends on: the CPU (model name, the
+full feature flags of /proc/cpuinfo, the ISA features torch reads), the C++ compiler and its version, torch's
+version and build, the Python version and the loader path (LD_LIBRARY_PATH) of the child that dlopens the probe.
+Another CPU or compiler makes another fingerprint, so a memo is never used on a machine it was not measured on.
+The memo only ever answers `check_build` calls it saw answered by the real probe; anything else runs the real
+probe. A memo that cannot be read or parsed is ignored (the real probe runs and rewrites it).
+
+The patch is in force only while aotcache computes its environment for the first time in a process, and only when
+torch has not probed yet in this process; torch caches the answer itself (functools.cache) for the rest of it.
+Off with `AOTCACHE_ISA_PROBE_MEMO=0` (or `configure(isa_probe_memo=False)`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import platform
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+log = logging.getLogger("aotcache")
+
+MEMO_FORMAT = 1
+MEMO_DIR = "probes"
+
+
+def _cpu_description() -> dict[str, Any] | None:
+    """The CPU as /proc/cpuinfo tells it (first processor): None where that file does not exist."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return None
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block is enough: every core of a machine is the same model
+            continue
+        name, _, value = line.partition(":")
+        fields[name.strip()] = value.strip()
+    flags = fields.get("flags") or fields.get("Features") or fields.get("features")
+    if not flags:
+        return None
+    return {
+        "model": fields.get("model name") or fields.get("CPU part") or "",
+        "vendor": fields.get("vendor_id") or fields.get("CPU implementer") or "",
+        "flags": " ".join(sorted(flags.split())),
+    }
+
+
+def fingerprint() -> dict[str, Any] | None:
+    """What the probe's result depends on; None where it cannot be told (no /proc/cpuinfo): no memo then."""
+    from torch._inductor import cpp_builder
+    from torch._inductor.cpu_vec_isa import x86_isa_checker
+
+    cpu = _cpu_description()
+    if cpu is None:
+        return None
+    cxx = cpp_builder.get_cpp_compiler()
+    return {
+        "format": MEMO_FORMAT,
+        "platform": f"{sys.platform}-{platform.machine()}",
+        "cpu": cpu,
+        "torch_isa_features": x86_isa_checker(),
+        "cxx": cxx,
+        "cxx_version": cpp_builder.get_compiler_version_info(cxx),
+        "torch": str(torch.__version__),
+        "torch_git": torch.version.git_version,
+        "python": sys.version,
+        "ld_library_path": os.environ.get("LD_LIBRARY_PATH", ""),
+    }
+
+
+def memo_path(cache_dir: str, fp: dict[str, Any]) -> str:
+    digest = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:32]
+    return os.path.join(cache_dir, MEMO_DIR, f"vec-isa-{digest}.json")
+
+
+def _probe_name(isa: Any, code: str) -> str:
+    """One check_build call: the ISA, its flags at the time of the call (the bf16/AMX-fp16 sub-probes change them)
+    and the probe program."""
+    return f"{type(isa).__name__}|{isa.build_arch_flags()}|{hashlib.sha256(code.encode()).hexdigest()[:32]}"
+
+
+def read_memo(path: str, fp: dict[str, Any]) -> dict[str, bool]:
+    """The remembered results, or {} when the file is missing, unreadable or not for this fingerprint."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        log.info("ignoring the vector-ISA probe memo %s: %s", path, e)
+        return {}
+    if not isinstance(data, dict) or data.get("fingerprint") != fp or not isinstance(data.get("results"), dict):
+        log.info("ignoring the vector-ISA probe memo %s: not for this machine or malformed", path)
+        return {}
+    return {k: v for k, v in data["results"].items() if isinstance(k, str) and isinstance(v, bool)}
+
+
+def _write_memo(path: str, fp: dict[str, Any], results: dict[str, bool]) -> None:
+    """Atomically (temporary file + rename), so a reader sees the old memo or the new one."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".vec-isa-", suffix=".tmp", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"fingerprint": fp, "results": dict(sorted(results.items()))}, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _torch_probed_already() -> bool:
+    from torch._inductor import cpu_vec_isa
+
+    info = getattr(cpu_vec_isa.valid_vec_isa_list, "cache_info", None)
+    return info is None or info().currsize > 0
+
+
+class Outcome:
+    """What happened in `remembered`: for the counters and the tests."""
+
+    def __init__(self) -> None:
+        self.answered = 0  # check_build calls the memo answered
+        self.probed = 0  # check_build calls that ran the real probe
+
+    def counters(self) -> dict[str, int]:
+        out = {}
+        if self.answered:
+            out["isa_probe.remembered"] = self.answered
+        if self.probed:
+            out["isa_probe.probed"] = self.probed
+        return out
+
+
+@contextlib.contextmanager
+def remembered(cache_dir: str, enabled: bool = True) -> Iterator[Outcome]:
+    """While in force, `VecISA.check_build` answers from the memo for this machine, and records what the real
+    probe answers. No-op when disabled, when torch has probed already in this process, when the user forced
+    `cpp.vec_isa_ok`, or where the machine cannot be fingerprinted. Never raises for the memo's own faults."""
+    outcome = Outcome()
+    from torch._inductor import config as inductor_config
+
+    if not enabled or inductor_config.cpp.vec_isa_ok is not None or _torch_probed_already():
+        yield outcome
+        return
+    try:
+        fp = fingerprint()
+    except Exception as e:  # a private torch helper moved: no memo, the real probe runs
+        log.info("vector-ISA probe memo off: %r", e)
+        fp = None
+    if fp is None:
+        yield outcome
+        return
+    from torch._inductor.cpu_vec_isa import VecISA
+
+    path = memo_path(cache_dir, fp)
+    known = read_memo(path, fp)
+    learned: dict[str, bool] = {}
+    real_check_build = VecISA.__dict__["check_build"]
+
+    def check_build(self: Any, code: str) -> bool:
+        name = _probe_name(self, code)
+        if name in known:
+            outcome.answered += 1
+            return known[name]
+        result = real_check_build(self, code)
+        outcome.probed += 1
+        learned[name] = bool(result)
+        return result
+
+    VecISA.check_build = check_build  # type: ignore[method-assign]
+    try:
+        yield outcome
+    finally:
+        VecISA.check_build = real_check_build  # type: ignore[method-assign]
+        if learned:
+            try:
+                _write_memo(path, fp, {**known, **learned})
+            except OSError as e:
+                log.info("could not write the vector-ISA probe memo %s: %s", path, e)
