@@ -23,6 +23,7 @@ struct Entry {
   std::string payload;               // the serialized compiled artifact, opaque to the core
   ComponentValues component_values;  // optional: encodings of the dict components, for field-level explanations
   std::string graph;                 // optional: the captured graph (serialize_graph bytes), for `aotcache show`
+  std::string kernels;               // optional: a kernel bundle (kernel_bundle.h), opaque to the entry layer
 
   bool operator==(const Entry&) const = default;
 };

@@ -21,6 +21,7 @@ from aotcache import (
     global_state,
     guarded,
     isa_probe,
+    kernels,
     remote,
     settings,
     single_flight,
@@ -167,7 +168,7 @@ def _try_hit(
         return None, True
     t_lookup = time.perf_counter()
     try:
-        fn = compiler.load_serialized(entry.payload)
+        fn = _load_entry(store, entry)
     except Exception as e:  # a payload torch cannot load is as good as corrupt
         log.warning("entry %s could not be loaded, recompiling: %r", key.hex[:16], e)
         counters.record({"errors": 1, "error.load_failed": 1}, store)
@@ -175,6 +176,26 @@ def _try_hit(
         return None, True
     _record_hit(store, entry, f"key={key.hex[:16]}", (t_start, t_key, t_lookup, time.perf_counter()))
     return fn, True
+
+
+def _load_entry(store: _core.LocalStore, entry: _core.LoadedEntry) -> Callable:
+    """The callable of a verified entry, with its kernel binaries installed first when they fit this machine."""
+    with kernels.installed(entry.kernels, settings.current().kernels) as delta:
+        fn = compiler.load_serialized(entry.payload)
+    if delta:
+        counters.record(delta, store)
+    return fn
+
+
+def _compile_capturing_kernels(store, gm, example_inputs, opts, **kwargs) -> tuple[Callable, bytes, bytes]:
+    """compiler.compile_serializable, plus the kernel bundle of what it built (b"" when none is carried)."""
+    with kernels.capture(settings.current().kernels) as cap:
+        fn, payload = compiler.compile_serializable(gm, example_inputs, opts, **kwargs)
+    bundle, why_not = cap.bundle()
+    if why_not is not None:
+        log.info("kernels not carried in the entry: %s", why_not)
+        counters.record({"kernels.not_captured": 1, f"kernels.not_captured.{why_not}": 1}, store)
+    return fn, payload, bundle
 
 
 def _record_hit(store, entry, label: str, times: tuple[float, float, float, float]) -> None:
@@ -227,7 +248,7 @@ def _compile_and_store(
     """A miss: compile, then write the entry (with the `captured` (graph, inputs), serialized) when `writable`."""
     t_compile = time.perf_counter()
     try:
-        fn, payload = compiler.compile_serializable(gm, example_inputs, opts)
+        fn, payload, bundle = _compile_capturing_kernels(store, gm, example_inputs, opts)
     except Bypass as b:
         compiled = getattr(b, "compiled", None)
         if compiled is None:
@@ -259,7 +280,7 @@ def _compile_and_store(
     t_put = time.perf_counter()
     if writable:
         try:
-            delta["bytes_written"] = store.put(key, payload, metadata, _serialized_graph(captured))
+            delta["bytes_written"] = store.put(key, payload, metadata, _serialized_graph(captured), bundle)
             remote.publish(store, key.hex)
         except _core.CacheError as e:
             counters.warn_once("store_write", "cannot store entry %s (the compile is used anyway): %s", key.hex[:16], e)
@@ -414,7 +435,7 @@ def _symbolic_compile_and_store(
     t_start, _ = times
     t_compile = time.perf_counter()
     try:
-        fn, payload = compiler.compile_serializable(gm, example_inputs, opts, symbolic_inputs=fakes)
+        fn, payload, bundle = _compile_capturing_kernels(store, gm, example_inputs, opts, symbolic_inputs=fakes)
     except Bypass as b:
         compiled = getattr(b, "compiled", None)
         if compiled is None:
@@ -440,7 +461,7 @@ def _symbolic_compile_and_store(
         "payload_kind": "inductor_aot_artifact",
     }
     try:
-        delta["bytes_written"] = store.put(candidate_key, payload, metadata, _serialized_graph(captured))
+        delta["bytes_written"] = store.put(candidate_key, payload, metadata, _serialized_graph(captured), bundle)
         remote.publish(store, candidate_key.hex)
         # Read-modify-write of the index (under the compile lock of this graph on this machine): the newest local
         # and remote candidates, plus ours. Writers on two machines at once may drop one candidate from the remote
@@ -482,7 +503,7 @@ def _load_candidate(store, candidate: dict[str, Any], gm, table, times: tuple[fl
         return None
     t_lookup = time.perf_counter()
     try:
-        fn = compiler.load_serialized(entry.payload)
+        fn = _load_entry(store, entry)
         guarded.install(candidate["guards"], table)
     except Exception as e:
         log.warning("entry %s could not be loaded, recompiling: %r", candidate["key"][:16], e)

@@ -66,6 +66,9 @@ def snapshot() -> dict[str, Any]:
     out["remote"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("remote.")}
     # Inductor's vector-ISA probe (isa_probe.py): check_build calls answered from the machine's memo, or probed.
     out["isa_probe"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("isa_probe.")}
+    # Kernel binaries in entries (kernels.py): files installed on hits, already present, bundles of another
+    # machine, install failures, and compiles whose kernels were not carried (by reason).
+    out["kernels"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("kernels.")}
     return out
 
 

@@ -27,13 +27,11 @@ import hashlib
 import json
 import logging
 import os
-import platform
-import sys
 import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-import torch
+from aotcache import machine
 
 log = logging.getLogger("aotcache")
 
@@ -41,50 +39,18 @@ MEMO_FORMAT = 1
 MEMO_DIR = "probes"
 
 
-def _cpu_description() -> dict[str, Any] | None:
-    """The CPU as /proc/cpuinfo tells it (first processor): None where that file does not exist."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            text = f.read(1 << 20)
-    except OSError:
-        return None
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if fields:
-                break  # the first processor's block is enough: every core of a machine is the same model
-            continue
-        name, _, value = line.partition(":")
-        fields[name.strip()] = value.strip()
-    flags = fields.get("flags") or fields.get("Features") or fields.get("features")
-    if not flags:
-        return None
-    return {
-        "model": fields.get("model name") or fields.get("CPU part") or "",
-        "vendor": fields.get("vendor_id") or fields.get("CPU implementer") or "",
-        "flags": " ".join(sorted(flags.split())),
-    }
-
-
 def fingerprint() -> dict[str, Any] | None:
-    """What the probe's result depends on; None where it cannot be told (no /proc/cpuinfo): no memo then."""
-    from torch._inductor import cpp_builder
+    """What the probe's result depends on: the machine and build (`machine.py`) and the loader path of the child
+    that dlopens the probe. None where the machine cannot be told (no /proc/cpuinfo): no memo then."""
+    base = machine.describe()
+    if base is None:
+        return None
     from torch._inductor.cpu_vec_isa import x86_isa_checker
 
-    cpu = _cpu_description()
-    if cpu is None:
-        return None
-    cxx = cpp_builder.get_cpp_compiler()
     return {
         "format": MEMO_FORMAT,
-        "platform": f"{sys.platform}-{platform.machine()}",
-        "cpu": cpu,
+        **base,
         "torch_isa_features": x86_isa_checker(),
-        "cxx": cxx,
-        "cxx_version": cpp_builder.get_compiler_version_info(cxx),
-        "torch": str(torch.__version__),
-        "torch_git": torch.version.git_version,
-        "python": sys.version,
         "ld_library_path": os.environ.get("LD_LIBRARY_PATH", ""),
     }
 
@@ -130,11 +96,14 @@ def _write_memo(path: str, fp: dict[str, Any], results: dict[str, bool]) -> None
         raise
 
 
+_entered = False  # the memo is consulted once per process: torch keeps the answer after that
+
+
 def _torch_probed_already() -> bool:
     from torch._inductor import cpu_vec_isa
 
-    info = getattr(cpu_vec_isa.valid_vec_isa_list, "cache_info", None)
-    return info is None or info().currsize > 0
+    info = getattr(cpu_vec_isa.valid_vec_isa_list, "cache_info", None)  # absent when someone wrapped it
+    return info is not None and info().currsize > 0
 
 
 class Outcome:
@@ -158,12 +127,14 @@ def remembered(cache_dir: str, enabled: bool = True) -> Iterator[Outcome]:
     """While in force, `VecISA.check_build` answers from the memo for this machine, and records what the real
     probe answers. No-op when disabled, when torch has probed already in this process, when the user forced
     `cpp.vec_isa_ok`, or where the machine cannot be fingerprinted. Never raises for the memo's own faults."""
+    global _entered
     outcome = Outcome()
     from torch._inductor import config as inductor_config
 
-    if not enabled or inductor_config.cpp.vec_isa_ok is not None or _torch_probed_already():
+    if _entered or not enabled or inductor_config.cpp.vec_isa_ok is not None or _torch_probed_already():
         yield outcome
         return
+    _entered = True
     try:
         fp = fingerprint()
     except Exception as e:  # a private torch helper moved: no memo, the real probe runs

@@ -63,6 +63,9 @@ class Settings:
     this long for its entry, then compile anyway. 0 = never wait. `AOTCACHE_COMPILE_WAIT` (seconds, or 10m, ...)."""
     remote: RemoteSettings | None = None
     """The remote tier, or None when off."""
+    kernels: bool = True
+    """Carry the compiled C++ kernels in entries and install them on a hit on a machine of the same build
+    (`kernels.py`). `AOTCACHE_KERNELS=0` turns it off."""
     isa_probe_memo: bool = True
     """Answer Inductor's vector-ISA probe from a per-machine memo in the cache directory (`isa_probe.py`).
     `AOTCACHE_ISA_PROBE_MEMO=0` turns it off."""
@@ -129,6 +132,7 @@ def _from_environment(remote_urls: str | None = None) -> Settings:
             "AOTCACHE_COMPILE_WAIT", parse_seconds, DEFAULT_COMPILE_WAIT_SECONDS, "compile_wait_config"
         ),
         remote=_remote_from_environment(remote_urls),
+        kernels=os.environ.get("AOTCACHE_KERNELS", "").strip().lower() not in _FALSE,
         isa_probe_memo=os.environ.get("AOTCACHE_ISA_PROBE_MEMO", "").strip().lower() not in _FALSE,
     )
 
@@ -171,6 +175,7 @@ def configure(
     remote_down_seconds: int | None = None,
     remote_lease: float | str | None = None,
     isa_probe_memo: bool | None = None,
+    kernels: bool | None = None,
 ) -> Settings:
     """Overrides settings for this process; `None` leaves a setting as it is. `remote=""` turns the remote tier off;
     the other remote_* options apply whether the URLs come from `remote=` or from AOTCACHE_REMOTE. Durations take
@@ -211,6 +216,7 @@ def configure(
             ("max_size", max_size),
             ("compile_wait_seconds", compile_wait),
             ("isa_probe_memo", isa_probe_memo),
+            ("kernels", kernels),
         ):
             if value is not None:
                 _overrides[name] = os.path.abspath(os.path.expanduser(value)) if name == "cache_dir" else value

@@ -15,6 +15,7 @@
 #include "aotcache/entry.h"
 #include "aotcache/graph_text.h"
 #include "aotcache/guard.h"
+#include "aotcache/kernel_bundle.h"
 #include "aotcache/key.h"
 #include "aotcache/remote_store.h"
 #include "aotcache/serialize.h"
@@ -255,7 +256,8 @@ struct CompileLock {
 struct LoadedEntry {
   std::string key;
   nb::bytes payload;
-  nb::bytes graph;  // serialized graph, b"" for entries written without one
+  nb::bytes graph;    // serialized graph, b"" for entries written without one
+  nb::bytes kernels;  // kernel bundle, b"" for entries written without one
   std::vector<std::tuple<std::string, std::string, std::string>> manifest;
   nb::object metadata;
   nb::dict component_values;  // component name -> canonical encoding (bytes)
@@ -265,6 +267,24 @@ nb::dict component_values_dict(const ComponentValues& values) {
   nb::dict d;
   for (const auto& [name, bytes] : values) d[name.c_str()] = nb::bytes(bytes.data(), bytes.size());
   return d;
+}
+
+LoadedEntry loaded_entry(const std::string& key, const Entry& e);
+
+}  // namespace
+}  // namespace aotcache
+
+namespace aotcache {
+namespace {
+
+LoadedEntry loaded_entry(const std::string& key, const Entry& e) {
+  return LoadedEntry{key,
+                     nb::bytes(e.payload.data(), e.payload.size()),
+                     nb::bytes(e.graph.data(), e.graph.size()),
+                     nb::bytes(e.kernels.data(), e.kernels.size()),
+                     manifest_rows(e.manifest),
+                     from_value(e.metadata),
+                     component_values_dict(e.component_values)};
 }
 
 }  // namespace
@@ -507,10 +527,46 @@ NB_MODULE(_core, m) {
       "'10G', '500M', '4096' -> bytes (binary units). Raises CacheError.");
   m.attr("DEFAULT_MAX_SIZE") = k_default_max_size;
 
+  m.def(
+      "encode_kernel_bundle",
+      [](const std::string& fingerprint, const std::vector<std::pair<std::string, nb::bytes>>& files) {
+        KernelBundle b;
+        b.fingerprint = fingerprint;
+        for (const auto& [path, data] : files) b.files.push_back({path, std::string(data.c_str(), data.size())});
+        std::string out = unwrap(encode_kernel_bundle(b));
+        return nb::bytes(out.data(), out.size());
+      },
+      "fingerprint"_a, "files"_a,
+      "The kernel bundle bytes (docs/kernel-bundle-format.md) of (relative path, contents) pairs built on the "
+      "machine `fingerprint` describes. Raises CacheError for a path the format refuses.");
+  m.def(
+      "kernel_bundle_contents",
+      [](nb::bytes data) {
+        KernelBundle b = unwrap(decode_kernel_bundle(std::string_view(data.c_str(), data.size())));
+        std::vector<std::pair<std::string, size_t>> files;
+        for (const auto& f : b.files) files.emplace_back(f.path, f.bytes.size());
+        return std::make_pair(b.fingerprint, files);
+      },
+      "data"_a,
+      "(fingerprint, [(path, size), ...]) of kernel bundle bytes. Raises CorruptEntryError or "
+      "IncompatibleEntryError.");
+  m.def(
+      "install_kernel_bundle",
+      [](nb::bytes data, const std::string& dir) {
+        KernelBundle b = unwrap(decode_kernel_bundle(std::string_view(data.c_str(), data.size())));
+        nb::gil_scoped_release release;
+        KernelInstallReport r = unwrap(install_kernel_bundle(default_file_system(), b, dir));
+        return std::make_pair(r.installed, r.present);
+      },
+      "data"_a, "dir"_a,
+      "Writes the bundle's files missing under `dir` (temp file + rename, never over an existing file); returns "
+      "(installed, present). Raises CorruptEntryError for bad bytes, CacheIOError when a file cannot be written.");
+
   nb::class_<LoadedEntry>(m, "LoadedEntry")
       .def_ro("key", &LoadedEntry::key)
       .def_ro("payload", &LoadedEntry::payload)
       .def_ro("graph", &LoadedEntry::graph)
+      .def_ro("kernels", &LoadedEntry::kernels)
       .def_ro("manifest", &LoadedEntry::manifest)
       .def_ro("metadata", &LoadedEntry::metadata)
       .def_ro("component_values", &LoadedEntry::component_values);
@@ -559,12 +615,7 @@ NB_MODULE(_core, m) {
               e = unwrap(s.get(key));
             }
             if (!e) return std::nullopt;
-            return LoadedEntry{key,
-                               nb::bytes(e->payload.data(), e->payload.size()),
-                               nb::bytes(e->graph.data(), e->graph.size()),
-                               manifest_rows(e->manifest),
-                               from_value(e->metadata),
-                               component_values_dict(e->component_values)};
+            return loaded_entry(key, *e);
           },
           "key"_a, "The verified entry, or None on a miss. Raises CorruptEntryError or CacheIOError.")
       .def(
@@ -576,17 +627,13 @@ NB_MODULE(_core, m) {
               e = unwrap(s.peek(key));
             }
             if (!e) return std::nullopt;
-            return LoadedEntry{key,
-                               nb::bytes(e->payload.data(), e->payload.size()),
-                               nb::bytes(e->graph.data(), e->graph.size()),
-                               manifest_rows(e->manifest),
-                               from_value(e->metadata),
-                               component_values_dict(e->component_values)};
+            return loaded_entry(key, *e);
           },
           "key"_a, "Like get, without marking the entry used or quarantining a bad one (inspection).")
       .def(
           "put",
-          [](LocalStore& s, const CacheKey& key, nb::bytes payload, nb::dict metadata, nb::bytes graph) {
+          [](LocalStore& s, const CacheKey& key, nb::bytes payload, nb::dict metadata, nb::bytes graph,
+             nb::bytes kernels) {
             Entry e;
             e.key_digest = key.digest;
             e.manifest = key.manifest;
@@ -594,12 +641,14 @@ NB_MODULE(_core, m) {
             e.metadata = to_value(metadata, 0);
             e.payload.assign(payload.c_str(), payload.size());
             e.graph.assign(graph.c_str(), graph.size());
+            e.kernels.assign(kernels.c_str(), kernels.size());
             nb::gil_scoped_release release;
             check(s.put(e));
             return e.payload.size();
           },
-          "key"_a, "payload"_a, "metadata"_a, "graph"_a = nb::bytes("", 0),
-          "Writes the entry atomically, with the serialized graph when given; returns the payload size.")
+          "key"_a, "payload"_a, "metadata"_a, "graph"_a = nb::bytes("", 0), "kernels"_a = nb::bytes("", 0),
+          "Writes the entry atomically, with the serialized graph and the kernel bundle (encode_kernel_bundle) "
+          "when given; returns the payload size.")
       .def(
           "read_entry_file",
           [](LocalStore& s, const std::string& key) -> std::optional<nb::bytes> {

@@ -22,7 +22,9 @@ enum SectionTag : uint32_t {
   k_section_component_values = 4,  // optional
   k_section_graph = 5,             // optional: u8 compression || (raw bytes | u64 raw size || zstd frame)
   k_section_signature = 6,         // optional; when present, the last section (§9)
+  k_section_kernels = 7,           // optional: u8 compression || (kernel bundle | u64 raw size || zstd frame)
 };
+constexpr uint32_t k_max_known_tag = 7;
 
 constexpr uint32_t k_signature_scheme_hmac_sha256 = 1;
 
@@ -73,9 +75,9 @@ Status decode_component_values(std::string_view bytes, ComponentValues* out) {
   return Status();
 }
 
-// The graph section: u8 compression (PayloadCompression), then the serialized graph, zstd-compressed when that
-// saves space (graphs of thousands of nodes repeat the same records).
-std::string encode_graph_section(const std::string& graph, PayloadCompression compression) {
+// The graph and kernel sections: u8 compression (PayloadCompression), then the bytes, zstd-compressed when that
+// saves space (graphs of thousands of nodes repeat the same records; shared libraries compress 3-4x).
+std::string encode_compressible_section(const std::string& graph, PayloadCompression compression) {
   ByteWriter w;
   if (compression == PayloadCompression::kZstd && graph.size() >= k_min_compressed_payload) {
     std::string frame = internal::zstd_compress(graph, k_zstd_level);
@@ -91,7 +93,7 @@ std::string encode_graph_section(const std::string& graph, PayloadCompression co
   return w.take();
 }
 
-Status decode_graph_section(std::string_view bytes, std::string* out) {
+Status decode_compressible_section(std::string_view bytes, std::string* out) {
   ByteReader r(bytes);
   uint8_t compression = 0;
   AOTCACHE_RETURN_IF_ERROR(r.u8(&compression));
@@ -100,7 +102,7 @@ Status decode_graph_section(std::string_view bytes, std::string* out) {
     return Status();
   }
   if (compression != static_cast<uint8_t>(PayloadCompression::kZstd)) {
-    return Status::corruption("graph section compression " + std::to_string(compression));
+    return Status::corruption("section compression " + std::to_string(compression));
   }
   uint64_t raw_size = 0;
   AOTCACHE_RETURN_IF_ERROR(r.u64(&raw_size));
@@ -187,22 +189,26 @@ Result<std::string> encode_entry(const Entry& entry, PayloadCompression compress
   }
   // Without a graph or a signature the entry is the four-section layout of before: old entries and golden bytes
   // are unchanged.
-  const std::string graph = entry.graph.empty() ? std::string() : encode_graph_section(entry.graph, compression);
+  const std::string graph = entry.graph.empty() ? std::string() : encode_compressible_section(entry.graph, compression);
+  const std::string kernels =
+      entry.kernels.empty() ? std::string() : encode_compressible_section(entry.kernels, compression);
   const bool sign = signer != nullptr && signer->enabled();
-  w.u32(4 + (entry.graph.empty() ? 0 : 1) + (sign ? 1 : 0));
+  w.u32(4 + (entry.graph.empty() ? 0 : 1) + (entry.kernels.empty() ? 0 : 1) + (sign ? 1 : 0));
   for (const auto& [tag, bytes] : {std::pair<uint32_t, std::string_view>{k_section_manifest, manifest},
                                    {k_section_metadata, meta.bytes()},
                                    {k_section_payload, payload},
                                    {k_section_component_values, values.bytes()},
-                                   {k_section_graph, graph}}) {
+                                   {k_section_graph, graph},
+                                   {k_section_kernels, kernels}}) {
     if (tag == k_section_graph && entry.graph.empty()) continue;
+    if (tag == k_section_kernels && entry.kernels.empty()) continue;
     w.u32(tag);
     w.u64(bytes.size());
     w.raw(bytes);
   }
   if (sign) {
     // The MAC covers every byte before the signature section: header (with the section count), manifest,
-    // metadata, payload, component values and graph.
+    // metadata, payload, component values, graph and kernels.
     const SigningKey& key = signer->keys.front();
     const std::string mac = internal::hmac_sha256(key.secret, w.bytes());
     ByteWriter sig;
@@ -247,7 +253,7 @@ Result<Entry> decode_entry(std::string_view bytes, const SigningKeys* verifier) 
   e.key_digest = std::string(key);
   AOTCACHE_RETURN_IF_ERROR(r.u32(&sections));
   AOTCACHE_RETURN_IF_ERROR(check_signature(body, r.position(), sections, verifier));
-  bool seen[6] = {false, false, false, false, false, false};
+  bool seen[k_max_known_tag + 1] = {};
   for (uint32_t s = 0; s < sections; ++s) {
     uint32_t tag = 0;
     uint64_t len = 0;
@@ -256,8 +262,8 @@ Result<Entry> decode_entry(std::string_view bytes, const SigningKeys* verifier) 
     if (len > r.remaining()) return Status::corruption("section longer than the entry");
     std::string_view data;
     AOTCACHE_RETURN_IF_ERROR(r.raw(static_cast<size_t>(len), &data));
-    if (tag == k_section_signature) continue;  // checked above
-    if (tag < 1 || tag > 5) continue;          // unknown sections are optional by rule: skip
+    if (tag == k_section_signature) continue;        // checked above
+    if (tag < 1 || tag > k_max_known_tag) continue;  // unknown sections are optional by rule: skip
     if (seen[tag]) return Status::corruption("section " + std::to_string(tag) + " appears twice");
     seen[tag] = true;
     if (tag == k_section_manifest) {
@@ -280,10 +286,14 @@ Result<Entry> decode_entry(std::string_view bytes, const SigningKeys* verifier) 
       }
     } else if (tag == k_section_component_values) {
       AOTCACHE_RETURN_IF_ERROR(decode_component_values(data, &e.component_values));
-    } else {
+    } else if (tag == k_section_graph) {
       // Kept as bytes: the store does not interpret the graph (aotcache show and the bindings do).
-      AOTCACHE_RETURN_IF_ERROR(decode_graph_section(data, &e.graph));
+      AOTCACHE_RETURN_IF_ERROR(decode_compressible_section(data, &e.graph));
       if (e.graph.empty()) return Status::corruption("empty graph section");
+    } else {
+      // Kept as bytes: decode_kernel_bundle reads them, only when the backend installs kernels.
+      AOTCACHE_RETURN_IF_ERROR(decode_compressible_section(data, &e.kernels));
+      if (e.kernels.empty()) return Status::corruption("empty kernel section");
     }
   }
   if (!r.done()) return Status::corruption("trailing bytes after the last section");

@@ -25,6 +25,7 @@ class RunResult:
     tensors: dict
     log: list[str]
     stdout: str
+    cxx_builds: int = 0  # C++ compiler runs of Inductor (kernels, headers, probes) in the process
 
     def log_lines(self, kind: str) -> list[str]:
         """The aotcache INFO/WARNING lines, e.g. kind='hit'."""
@@ -85,6 +86,7 @@ class FreshProcess:
             tensors=torch.load(self.out),
             log=[ln for ln in stdout.splitlines() if ln.startswith("LOG ")],
             stdout=stdout + stderr,
+            cxx_builds=data.get("cxx_builds", 0),
         )
 
 

@@ -128,6 +128,7 @@ def main() -> None:
         "--barrier", help="DIR:N: after the imports, wait until N processes reached the barrier DIR, then compile"
     )
     args = parser.parse_args()
+    cxx_builds = _count_cxx_builds()
     if args.barrier:
         _barrier(*args.barrier.rsplit(":", 1))
     logging.basicConfig(level=logging.INFO, format="LOG %(name)s %(levelname)s %(message)s", stream=sys.stdout)
@@ -143,9 +144,25 @@ def main() -> None:
                 "stats": aotcache.stats(),
                 "aot_autograd": dict(counters["aot_autograd"]),
                 "inductor": dict(counters["inductor"]),
+                "cxx_builds": len(cxx_builds),
             }
         )
     )
+
+
+def _count_cxx_builds() -> list[str]:
+    """Records every C++ build Inductor runs in this process (kernels, precompiled headers, ISA probes)."""
+    from torch._inductor.cpp_builder import CppBuilder
+
+    builds: list[str] = []
+    real_build = CppBuilder.build
+
+    def build(self, *a, **k):
+        builds.append(self.get_target_file_path())
+        return real_build(self, *a, **k)
+
+    CppBuilder.build = build
+    return builds
 
 
 if __name__ == "__main__":

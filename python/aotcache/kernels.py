@@ -1,0 +1,198 @@
+"""Kernel binaries in entries: a hit on a machine whose Inductor cache directory lacks the graph's C++ kernels loads
+the ones built by the compile instead of running the C++ compiler again.
+
+An entry's payload holds the kernels' C++ *source*; loading it makes Inductor build each kernel it does not find at
+`<Inductor cache dir>/<key[1:3]>/<key>.main.so` (the key hashes the source and the full compile command line). On a
+fresh machine or container that is a g++ run per kernel plus a precompiled header, most of a remote hit's time
+(docs/design-kernel-bundles.md has the measurements).
+
+- **Capture** (on a miss, `capture()`): while aotcache compiles, every `CppCodeCache.load_async` call is recorded; its
+  loader knows the files its build produces (the library, and the object files when a kernel is built in two steps).
+  After the compile they are read into a kernel bundle (kernel_bundle.h, docs/kernel-bundle-format.md) that states
+  this machine (`machine.py`). A bundle is written only when it is complete: every file exists, lies in Inductor's
+  cache directory and is within the size bound; otherwise the entry has none (counted `kernels.not_captured`) and a
+  hit compiles its kernels as before.
+- **Install** (on a hit, `installed()`): the entry was verified (checksum, and signature when a signing key is set)
+  before any of this runs. When the bundle's machine equals this one, each missing file is written (temp file +
+  rename; an existing file is never replaced) and the load runs without Inductor's precompiled header, which only a
+  compile would use (a plain header stands in for it). Another machine: nothing is written (counted
+  `kernels.other_machine`) and Inductor compiles.
+
+Off with `AOTCACHE_KERNELS=0` (`configure(kernels=False)`): nothing captured, nothing installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from aotcache import _core, counters, machine
+
+log = logging.getLogger("aotcache")
+
+MAX_BUNDLE_BYTES = 256 << 20  # a larger set of kernels is not carried (counted `kernels.not_captured`)
+
+
+def fingerprint() -> str | None:
+    """This machine, as bundles state it (canonical JSON text); None where it cannot be told."""
+    described = machine.describe()
+    return None if described is None else json.dumps(described, sort_keys=True, separators=(",", ":"))
+
+
+def _inductor_dir() -> str:
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return os.path.realpath(cache_dir())
+
+
+def _build_outputs(loader: Any) -> list[str] | None:
+    """The files the build behind one `load_async` result produces, from its closure (torch 2.13's
+    `CppCodeCache.load_async`: `worker_fn = partial(_worker_compile_cpp, lock_path, builders)`); None when the
+    closure does not have that shape (another torch): then no bundle."""
+    code = getattr(loader, "__code__", None)
+    closure = getattr(loader, "__closure__", None)
+    if code is None or closure is None or "worker_fn" not in code.co_freevars:
+        return None
+    worker_fn = closure[code.co_freevars.index("worker_fn")].cell_contents
+    args = getattr(worker_fn, "args", None)
+    if not isinstance(args, tuple) or len(args) != 2 or not isinstance(args[1], (tuple, list)):
+        return None
+    try:
+        return [str(builder.get_target_file_path()) for builder in args[1]]
+    except Exception:
+        return None
+
+
+class Capture:
+    """The kernels one compile loaded; `bundle()` after the compile."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.loaders: list[Any] = []
+
+    def bundle(self) -> tuple[bytes, str | None]:
+        """(bundle bytes, None), or (b"", why there is none)."""
+        if not self.enabled:
+            return b"", None
+        if not self.loaders:
+            return b"", None  # no C++ kernel (or all inlined): nothing to carry, nothing missing
+        fp = fingerprint()
+        if fp is None:
+            return b"", "machine_unknown"
+        root = _inductor_dir()
+        files: dict[str, bytes] = {}
+        total = 0
+        for loader in self.loaders:
+            outputs = _build_outputs(loader)
+            if outputs is None:
+                return b"", "loader_unrecognized"
+            for path in outputs:
+                real = os.path.realpath(path)
+                rel = os.path.relpath(real, root)
+                if rel.startswith("..") or os.path.isabs(rel):
+                    return b"", "outside_inductor_dir"
+                if rel in files:
+                    continue
+                try:
+                    with open(real, "rb") as f:
+                        data = f.read(MAX_BUNDLE_BYTES + 1)
+                except OSError:
+                    return b"", "file_missing"
+                total += len(data)
+                if total > MAX_BUNDLE_BYTES:
+                    return b"", "too_large"
+                files[rel] = data
+        try:
+            return _core.encode_kernel_bundle(fp, sorted(files.items())), None
+        except _core.CacheError as e:  # a file name the format does not carry
+            log.info("kernels not carried: %s", e)
+            return b"", "path_refused"
+
+
+@contextlib.contextmanager
+def capture(enabled: bool = True) -> Iterator[Capture]:
+    """Records the C++ kernels Inductor loads while in force (one compile)."""
+    cap = Capture(enabled)
+    if not enabled:
+        yield cap
+        return
+    from torch._inductor.codecache import CppCodeCache
+
+    original = CppCodeCache.__dict__["load_async"]
+
+    def load_async(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        loader = original.__func__(cls, *args, **kwargs)
+        cap.loaders.append(loader)
+        return loader
+
+    CppCodeCache.load_async = classmethod(load_async)  # type: ignore[method-assign,assignment]
+    try:
+        yield cap
+    finally:
+        CppCodeCache.load_async = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def installed(bundle: bytes, enabled: bool = True) -> Iterator[dict[str, int]]:
+    """Installs the entry's kernels (verified entry only) before a load in force; yields the counters to record.
+    Never raises for the bundle's own faults: the load then compiles what is missing, as without a bundle."""
+    delta: dict[str, int] = {}
+    if not enabled or not bundle:
+        yield delta
+        return
+
+    complete = False
+    try:
+        built_on, files = _core.kernel_bundle_contents(bundle)
+        if built_on != fingerprint():
+            delta["kernels.other_machine"] = 1
+        else:
+            new, present = _core.install_kernel_bundle(bundle, _inductor_dir())
+            complete = True
+            if new:
+                delta["kernels.installed"] = new
+            if present:
+                delta["kernels.present"] = present
+    except _core.CacheError as e:
+        delta["kernels.install_failed"] = 1
+        counters.warn_once("kernels_install", "could not install an entry's kernels, they are compiled: %s", e)
+    if not complete:
+        yield delta
+        return
+    with _without_header_precompilation():
+        yield delta
+
+
+@contextlib.contextmanager
+def _without_header_precompilation() -> Iterator[None]:
+    """Every kernel file of the entry exists, so Inductor compiles nothing and its precompiled header would go
+    unused: building it costs a g++ preprocess per process and a whole header build (~8 s) on a new machine.
+    Inductor asks for it before it looks for the kernel; for the duration of the load it gets a plain header that
+    includes the real one (what g++ falls back to anyway), so a kernel that had to be compiled after all (another
+    command line on this machine) is still correct. The header's path enters the build command only, never a
+    kernel's path (Inductor hashes the command line before it adds the header)."""
+    from torch._inductor import codecache
+
+    real = codecache._precompile_header
+    root = os.path.join(_inductor_dir(), "aotcache-headers")
+
+    def plain_header(header: str, hashable_cmd_line: str, **compile_command: Any) -> str:
+        path = os.path.join(root, hashlib.sha256(header.encode()).hexdigest()[:32] + ".h")
+        if not os.path.exists(path):
+            os.makedirs(root, exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(f"#include <{header}>\n")
+            os.replace(tmp, path)
+        return path
+
+    codecache._precompile_header = plain_header
+    try:
+        yield
+    finally:
+        codecache._precompile_header = real
