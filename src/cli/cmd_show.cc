@@ -1,9 +1,10 @@
-// `aotcache show KEY [--json]`: an entry's header, manifest, metadata and captured graph.
+// `aotcache show KEY [--json]`: an entry's header, manifest, metadata, kernels and captured graph.
 #include <optional>
 #include <ostream>
 #include <sstream>
 
 #include "aotcache/graph_text.h"
+#include "aotcache/kernel_bundle.h"
 #include "aotcache/serialize.h"
 #include "base/sha256.h"
 #include "cli/commands.h"
@@ -21,6 +22,17 @@ struct ShownGraph {
   std::string version;  // "1.0"
   std::string problem;  // why there is no graph, or why it does not match; empty when it matches
 };
+
+// "4 files, 231456 bytes (kernel bundle v1)", "none", or why the bundle cannot be read.
+std::string kernels_summary(const Entry& e) {
+  if (e.kernels.empty()) return "none (compiled on load where missing)";
+  auto b = decode_kernel_bundle(e.kernels);
+  if (!b.ok()) return "unreadable: " + b.status().to_string();
+  size_t total = 0;
+  for (const auto& f : b->files) total += f.bytes.size();
+  return std::to_string(b->files.size()) + " files, " + std::to_string(total) + " bytes (kernel bundle v" +
+         std::to_string(k_kernel_bundle_format_version) + "; installed on hits on the machine that built them)";
+}
 
 ShownGraph shown_graph(const Entry& e) {
   ShownGraph out;
@@ -93,6 +105,19 @@ int run_show(const Invocation& inv) {
       }
     }
     w.end_object();
+    w.key("kernels");
+    if (e.kernels.empty()) {
+      w.null();
+    } else if (auto b = decode_kernel_bundle(e.kernels); b.ok()) {
+      w.begin_object().key("built_on").string(b->fingerprint).key("files").begin_array();
+      for (const auto& f : b->files) {
+        w.begin_object().key("path").string(f.path).key("bytes").integer(static_cast<int64_t>(f.bytes.size()));
+        w.end_object();
+      }
+      w.end_array().end_object();
+    } else {
+      w.begin_object().key("problem").string(b.status().to_string()).end_object();
+    }
     const ShownGraph g = shown_graph(e);
     w.key("graph_bytes").integer(static_cast<int64_t>(e.graph.size()));
     w.key("graph_format").string(g.version);
@@ -121,6 +146,7 @@ int run_show(const Invocation& inv) {
     name.resize(std::max<size_t>(name.size(), 15), ' ');
     *inv.out << "  " << name << internal::to_hex(c.digest).substr(0, 16) << "  " << c.summary << "\n";
   }
+  *inv.out << "kernels        " << kernels_summary(e) << "\n";
   const ShownGraph g = shown_graph(e);
   *inv.out << "graph          ";
   if (!g.version.empty()) *inv.out << "format v" << g.version << ", " << e.graph.size() << " bytes, ";

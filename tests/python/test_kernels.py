@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from aotcache import _core
-from conftest import assert_bitwise_equal
+from conftest import assert_bitwise_equal, cli
 
 
 def entry_bundle(cache_dir: Path) -> tuple[str, list[tuple[str, int]]] | None:
@@ -30,12 +30,17 @@ def compiled(run_fresh, cache_dir, inductor_dir):
     return cold, bundle
 
 
-def test_entry_carries_the_kernels_the_compile_built(compiled, inductor_dir):
+def test_entry_carries_the_kernels_the_compile_built(compiled, inductor_dir, cache_dir):
     _, (fingerprint, files) = compiled
     assert json.loads(fingerprint)["cpu"]["flags"]  # states the machine it was built on
     assert len(files) >= 2  # forward and backward kernels of the training step
     for path, size in files:
         assert path.endswith(".so") and (inductor_dir / path).stat().st_size == size
+    # `aotcache show` lists them.
+    ((key, _, _),) = _core.LocalStore.open(str(cache_dir)).list()
+    shown = json.loads(cli(cache_dir, "show", key, "--json"))["kernels"]
+    assert [(f["path"], f["bytes"]) for f in shown["files"]] == files and shown["built_on"] == fingerprint
+    assert f"kernels        {len(files)} files, {sum(size for _, size in files)} bytes" in cli(cache_dir, "show", key)
 
 
 def test_hit_on_an_empty_inductor_dir_installs_the_kernels_and_compiles_nothing(compiled, run_fresh, tmp_path):
