@@ -76,7 +76,7 @@ Status decode_component_values(std::string_view bytes, ComponentValues* out) {
 }
 
 // The graph and kernel sections: u8 compression (PayloadCompression), then the bytes, zstd-compressed when that
-// saves space (graphs of thousands of nodes repeat the same records; shared libraries compress 3-4x).
+// saves space (graphs of thousands of nodes repeat the same records; shared libraries compress ~5x).
 std::string encode_compressible_section(const std::string& graph, PayloadCompression compression) {
   ByteWriter w;
   if (compression == PayloadCompression::kZstd && graph.size() >= k_min_compressed_payload) {
