@@ -216,6 +216,10 @@ _SEMANTIC_META_SET = frozenset(SEMANTIC_META)
 
 
 def _semantic_meta(node: torch.fx.Node, normalize: _ArgNormalizer) -> dict[str, Any] | None:
+    if "unbacked_bindings" in node.meta:
+        # A data-dependent size (nonzero, item() under capture_scalar_outputs): no input carries it, so no guard
+        # over the inputs could say when a compile is valid. Documented as a dynamic_shapes bypass.
+        raise Bypass("dynamic_shapes", f"node {node.name} produces an unbacked (data-dependent) size")
     if not _KNOWN_META.issuperset(node.meta):
         unknown = sorted(node.meta.keys() - _KNOWN_META)
         raise Bypass("unknown_node_meta", f"node {node.name} carries node meta {unknown} that aotcache does not know")
@@ -262,6 +266,7 @@ def _capture(
     graph = _core.Graph()
     positions: dict[torch.fx.Node, int] = {}
     normalize = _ArgNormalizer(positions, table)
+    lifted = _lifted_state(gm) if not path else {}
     for node in gm.graph.nodes:
         constant_meta = constant_bytes = subgraph = None
         pins: dict[str, Any] = {}
@@ -284,7 +289,15 @@ def _capture(
         elif node.op == "get_attr":
             kind, target = "attribute", str(node.target)
             value = _fetch_attr(gm, node.target)
-            if isinstance(value, torch.Tensor):
+            if isinstance(value, torch.Tensor) and node.target in lifted:
+                # A parameter or buffer of the graph module (a compiled optimizer step reads the weights and their
+                # state this way): AOTAutograd lifts it into an input of the compiled code, so its value is not in
+                # the code and not in the key (the live tensor is passed at every call: compiler.bind_to_graph);
+                # its metadata and its position among the lifted inputs are.
+                constant_meta = tensor_meta(value, f"node {path}{node.name} (state {node.target})")
+                constant_bytes = b""
+                pins["aotcache.lifted_state"] = lifted[node.target]
+            elif isinstance(value, torch.Tensor):
                 constant_meta = tensor_meta(value, f"node {path}{node.name} (constant {node.target})")
                 constant_bytes = _tensor_bytes(value)
             elif isinstance(value, torch.fx.GraphModule):
@@ -312,6 +325,18 @@ def _capture(
         except _core.UnencodableError as e:
             raise Bypass("unencodable_value", f"node {path}{node.name} (target {target}): {e}") from None
     return graph
+
+
+def _lifted_state(gm: torch.fx.GraphModule) -> dict[str, str]:
+    """The top-level graph module's parameters and buffers by attribute path: their kind and position in the order
+    AOTAutograd lifts them (compiler.graph_state), e.g. "parameter 0", "buffer 2"."""
+    out: dict[str, str] = {}
+    params = dict(gm.named_parameters(remove_duplicate=False))
+    for i, name in enumerate(params):
+        out.setdefault(name, f"parameter {i}")
+    for i, name in enumerate(dict(gm.named_buffers(remove_duplicate=False)), start=len(params)):
+        out.setdefault(name, f"buffer {i}")
+    return out
 
 
 def _subgraph_meta(body: torch.fx.GraphModule, where: str) -> dict[str, Any]:

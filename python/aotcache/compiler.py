@@ -157,3 +157,31 @@ def compile_plain(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], optio
     from torch._inductor.compile_fx import compile_fx
 
     return compile_fx(gm, list(example_inputs), config_patches=dict(options) or None)
+
+
+def graph_state(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
+    """The parameters and buffers of `gm` in the order AOTAutograd lifts them into the compiled code's first
+    arguments (the live tensors: an optimizer step updates them in place)."""
+    return [
+        *dict(gm.named_parameters(remove_duplicate=False)).values(),
+        *dict(gm.named_buffers(remove_duplicate=False)).values(),
+    ]
+
+
+def bind_to_graph(fn: Callable[..., Any], gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    """A loaded artifact is the inner compiled function; give it the calling convention of `gm` as compile_fx does:
+    - it takes the graph module's parameters and buffers first, as AOTAutograd lifted them at compile time (graphs
+      that read state through get_attr: compiled optimizer steps, graphs with nn modules in them): pass the live
+      ones, so that updates land on them and updated values are used;
+    - it returns a sequence even when the graph returns a single value (graphs not captured by Dynamo): unwrap."""
+    state = graph_state(gm)
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    single = not isinstance(output.args[0], (tuple, list))
+    if not state and not single:
+        return fn
+
+    def bound(*args: Any) -> Any:
+        out = fn(*state, *args)
+        return out[0] if single else out
+
+    return bound

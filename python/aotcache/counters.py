@@ -9,8 +9,10 @@ spend), load_us (time spent loading hits), wait.<name> and wait_us (compile once
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 log = logging.getLogger("aotcache")
@@ -18,6 +20,7 @@ log = logging.getLogger("aotcache")
 _lock = threading.Lock()
 _counters: collections.Counter[str] = collections.Counter()
 _warned: set[str] = set()
+_batches = threading.local()  # .stack: the open batches of this thread (one per compile in flight)
 
 
 def warn_once(kind: str, message: str, *args: Any) -> None:
@@ -29,8 +32,46 @@ def warn_once(kind: str, message: str, *args: Any) -> None:
     log.log(logging.WARNING if first else logging.DEBUG, message + ("" if first else " (repeated)"), *args)
 
 
+class Batch:
+    """The counters of one compile, written together when its `batch()` block ends; `store` may be set late (the
+    store is opened inside the block)."""
+
+    def __init__(self, store: Any | None) -> None:
+        self.store = store
+        self.delta: collections.Counter[str] = collections.Counter()
+
+
+@contextlib.contextmanager
+def batch(store: Any | None = None) -> Iterator[Batch]:
+    """Collects every `record()` of this thread until the block ends, then writes the sum once: one update of the
+    process's counters and one of the store's (a compile touches the counters file once, whatever its path). The
+    write happens even when the block raises, and never raises itself."""
+    current = Batch(store)
+    stack = _batches.__dict__.setdefault("stack", [])
+    stack.append(current)
+    try:
+        yield current
+    finally:
+        stack.pop()
+        if current.delta:
+            try:
+                _write(dict(current.delta), current.store)
+            except Exception as e:  # counting must never fail a compile; keep what can be kept
+                log.warning("could not update the statistics (%s)", type(e).__name__)
+                log.debug("statistics update failed", exc_info=True)
+
+
 def record(delta: dict[str, int], store: Any | None) -> None:
-    """Adds `delta` to this process's counters and, when a store is open, to its directory's."""
+    """Adds `delta` to this process's counters and, when a store is open, to its directory's; inside `batch()`, to
+    the batch instead (written when it ends)."""
+    stack = getattr(_batches, "stack", None)
+    if stack:
+        stack[-1].delta.update(delta)
+        return
+    _write(delta, store)
+
+
+def _write(delta: dict[str, int], store: Any | None) -> None:
     with _lock:
         _counters.update(delta)
     if store is not None:
@@ -69,6 +110,9 @@ def snapshot() -> dict[str, Any]:
     # Kernel binaries in entries (kernels.py): files installed on hits, already present, bundles of another
     # machine, install failures, and compiles whose kernels were not carried (by reason).
     out["kernels"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("kernels.")}
+    # Faults of aotcache's own code, by the pipeline phase they hit (pipeline/outcome.py): the compile went on
+    # without the cache for that step, and the user's call got what backend="inductor" gives.
+    out["internal_errors"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("internal_error.")}
     return out
 
 

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 
-from aotcache import _core, counters, settings
+from aotcache import _core, counters
 from aotcache.settings import RemoteSettings
 
 log = logging.getLogger("aotcache")
@@ -41,11 +41,9 @@ def _mark_unusable(key_hex: str, unusable: bool) -> None:
             _unusable.discard(key_hex)
 
 
-def current(cfg: RemoteSettings | None = None) -> tuple[_core.RemoteStore | None, RemoteSettings | None]:
-    """The remote store for `cfg` (default: the settings in force), opened once per process and settings;
-    (None, None) when off or misconfigured (reported once)."""
-    if cfg is None:
-        cfg = settings.current().remote
+def current(cfg: RemoteSettings | None) -> tuple[_core.RemoteStore | None, RemoteSettings | None]:
+    """The remote store for `cfg` (a compile's settings snapshot), opened once per process and settings;
+    (None, None) when off (`cfg` None) or misconfigured (reported once)."""
     if cfg is None:
         return None, None
     with _lock:
@@ -74,10 +72,10 @@ def record(delta: dict[str, int], remote: _core.RemoteStore, store: _core.LocalS
         counters.record(delta, store)
 
 
-def fetch(store: _core.LocalStore, key_hex: str) -> bool:
+def fetch(store: _core.LocalStore, key_hex: str, cfg: RemoteSettings | None) -> bool:
     """After a local miss: looks the key up remotely and, on a verified hit, writes the entry into the local store.
     True when the local store now holds the entry. Never raises."""
-    remote, _ = current()
+    remote, _ = current(cfg)
     if remote is None:
         return False
     delta: dict[str, int] = {}
@@ -131,10 +129,10 @@ def fetch(store: _core.LocalStore, key_hex: str) -> bool:
         record(delta, remote, store)
 
 
-def publish(store: _core.LocalStore, key_hex: str) -> None:
+def publish(store: _core.LocalStore, key_hex: str, cfg: RemoteSettings | None) -> None:
     """After a local put: sends the entry file's bytes (already signed when a key is set) to the remote tier, unless
     it is read-only. Never raises."""
-    remote, cfg = current()
+    remote, cfg = current(cfg)
     if remote is None or cfg is None or cfg.readonly:
         return
     delta: dict[str, int] = {}

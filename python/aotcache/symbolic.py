@@ -91,14 +91,25 @@ def build_table(fakes: Sequence[Any]) -> SymbolTable:
     return table
 
 
+def finite_bound(bound: Any) -> int | None:
+    """A value-range bound as an int, or None when it is unbounded. Torch's integer infinities (`int_oo`, `-int_oo`)
+    claim `is_finite` (they are sympy Integers to keep range arithmetic integral), so finiteness is decided by what
+    the bound is, not by that flag: only a plain sympy Integer or Python int is a bound."""
+    if isinstance(bound, bool):
+        return None
+    if isinstance(bound, int):
+        return bound
+    if isinstance(bound, sympy.Integer) and type(bound).__module__.startswith("sympy."):
+        return int(bound)
+    return None
+
+
 def symbol_ranges(table: SymbolTable) -> list[list[int | None]]:
-    """[lower, upper] of each canonical symbol in the ShapeEnv now (None: unbounded above)."""
+    """[lower, upper] of each canonical symbol in the ShapeEnv now (None: unbounded on that side)."""
     out: list[list[int | None]] = []
     for sym in table.symbols:
         r = table.shape_env.var_to_range.get(sym)
-        lo = int(r.lower) if r is not None and r.lower.is_finite else None
-        hi = int(r.upper) if r is not None and r.upper.is_finite else None
-        out.append([lo, hi])
+        out.append([finite_bound(r.lower), finite_bound(r.upper)] if r is not None else [None, None])
     return out
 
 
@@ -120,6 +131,12 @@ def required_ranges(example_inputs: Sequence[Any], fakes: Sequence[Any], table: 
     return required
 
 
+def _has_infinity(expr: Any) -> bool:
+    return any(
+        a.is_infinite or (isinstance(a, sympy.Integer) and finite_bound(a) is None) for a in expr.atoms(sympy.Number)
+    )
+
+
 def compile_guards(table: SymbolTable) -> list[str]:
     """The guards the ShapeEnv holds on the graph's symbols after a compile, canonical text, in a stable order:
     every guard whose symbols are all inputs' (what Dynamo traced under and what the compile assumed), then each
@@ -135,16 +152,17 @@ def compile_guards(table: SymbolTable) -> list[str]:
         if not expr.free_symbols <= wanted:
             # The compile assumed something about a size no input carries: the guards could not be checked.
             raise Bypass("dynamic_shapes", f"a guard ({expr}) involves symbols of no graph input")
+        if _has_infinity(expr):
+            # Written down, it would not parse as a guard (and mean nothing to evaluate): keep the compile, do not
+            # store it rather than store a candidate no lookup could select.
+            raise Bypass("dynamic_shapes", f"a guard ({expr}) involves an infinite bound")
         text = table.render(expr)
         if text not in seen:
             seen.add(text)
             guards.append(text)
-    for i, sym in enumerate(table.symbols):
-        r = env.var_to_range.get(sym)
-        if r is None:
-            continue
-        if r.lower.is_finite:
-            guards.append(f"{int(r.lower)} <= s{i}")
-        if r.upper.is_finite:
-            guards.append(f"s{i} <= {int(r.upper)}")
+    for i, (lo, hi) in enumerate(symbol_ranges(table)):
+        if lo is not None:
+            guards.append(f"{lo} <= s{i}")
+        if hi is not None:
+            guards.append(f"s{i} <= {hi}")
     return guards

@@ -53,7 +53,7 @@ def test_environment_sets_the_remote_tier_and_the_wait(monkeypatch):
     s = aotcache.current_settings()
     assert (s.remote.ttl_seconds, s.remote.readonly, s.remote.lease_seconds) == (1800, True, 60.0)
     assert s.compile_wait_seconds == 90.0
-    store, cfg = remote.current()
+    store, cfg = remote.current(s.remote)
     assert cfg == s.remote and store.servers == ["redis://h1:7000/2", "redis://h2:6379/0"]
 
 

@@ -1,0 +1,140 @@
+"""lookup -> load: the entry of a key, local then remote, loaded and bound to the live graph module.
+
+A static graph's key names one entry. A symbolic graph's key names an index of guarded candidates (guarded.py):
+lookup only adds the choice of the first candidate whose guards hold for the current sizes, then loads it the same
+way and installs its guards into Dynamo's ShapeEnv. The remote tier holds indexes too: a local guard miss merges
+the remote index in before deciding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aotcache import _core, compiler, counters, guarded, kernels
+from aotcache.pipeline import outcome
+from aotcache.pipeline.request import CompileRequest, Keyed
+
+log = logging.getLogger("aotcache")
+
+
+@dataclasses.dataclass
+class Found:
+    """What a lookup found: the loaded callable (None on a miss), whether a compile may be stored under the key,
+    and for a symbolic graph the candidates known and why each was rejected (for persist and the miss line)."""
+
+    fn: Callable[..., Any] | None = None
+    writable: bool = True
+    candidates: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    rejected: list[str] = dataclasses.field(default_factory=list)
+
+
+def find(req: CompileRequest, keyed: Keyed) -> Found:
+    if keyed.symbolic is None:
+        return _find_static(req, keyed)
+    return _find_guarded(req, keyed)
+
+
+def _find_static(req: CompileRequest, keyed: Keyed) -> Found:
+    key_hex = keyed.key.hex
+    read = _read(req, key_hex)
+    if read.entry is None:
+        return Found(writable=read.writable)
+    return Found(_load(req, read.entry, f"key={key_hex[:16]}"), writable=True)
+
+
+def _read(req: CompileRequest, key_hex: str):
+    """The local entry, else the remote one backfilled into the local store."""
+    tiers = req.tiers
+    req.enter("lookup")
+    read = tiers.get(key_hex, remote_too=False)
+    if read.entry is None and read.writable:
+        req.enter("remote")
+        if tiers.fetch(key_hex):
+            req.enter("lookup")
+            read = tiers.get(key_hex, remote_too=False)
+    return read
+
+
+def _load(
+    req: CompileRequest, entry: _core.LoadedEntry, label: str, guards: list[str] | None = None, table: Any = None
+) -> Callable:
+    """The callable of a verified entry, its kernel binaries installed first when they fit this machine, bound to
+    the live graph module; a guarded candidate's guards are installed into Dynamo's ShapeEnv."""
+    t_lookup = time.perf_counter()
+    req.enter("kernel_installation")
+    with kernels.installed(entry.kernels, req.settings.kernels) as delta:
+        req.enter("load")
+        fn = compiler.load_serialized(entry.payload)
+    if delta:
+        counters.record(delta, req.local)
+    fn = compiler.bind_to_graph(fn, req.gm)
+    if guards is not None:
+        req.enter("guard_installation")
+        guarded.install(guards, table)
+    outcome.hit(req, entry, label, t_lookup, time.perf_counter())
+    return fn
+
+
+def read_index(req: CompileRequest, key_hex: str) -> list[dict[str, Any]]:
+    """The candidates of the local index of `key_hex` ([] when none or unreadable)."""
+    read = req.tiers.get(key_hex, remote_too=False)
+    if read.entry is None:
+        return []
+    try:
+        return guarded.decode_index(read.entry.payload)
+    except ValueError as e:
+        log.warning("guard index %s is unreadable, recompiling: %s", key_hex[:16], e)
+        counters.record({"errors": 1, "error.guard_index": 1}, req.local)
+        return []
+
+
+def merged(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`theirs` followed by our candidates they lack (the index keeps the newest MAX_CANDIDATES)."""
+    known = {c["key"] for c in theirs}
+    return list(theirs) + [c for c in ours if c["key"] not in known]
+
+
+def _find_guarded(req: CompileRequest, keyed: Keyed) -> Found:
+    key_hex = keyed.key.hex
+    req.enter("lookup")
+    candidates = read_index(req, key_hex)
+    found = _choose_and_load(req, keyed, candidates)
+    if found.fn is not None:
+        return found
+    req.enter("remote")
+    if not req.tiers.fetch(key_hex):  # the remote index, verified, now in the local store
+        return found
+    req.enter("lookup")
+    both = merged(candidates, read_index(req, key_hex))
+    try:  # the local index keeps its own candidates beside the remote ones
+        write_index(req, keyed.key, both)
+    except _core.CacheError as e:
+        log.debug("cannot merge the remote guard index of %s: %s", key_hex[:16], e)
+    return _choose_and_load(req, keyed, both)
+
+
+def _choose_and_load(req: CompileRequest, keyed: Keyed, candidates: list[dict[str, Any]]) -> Found:
+    if not candidates:
+        return Found(candidates=candidates)
+    req.enter("guard_selection")
+    shapes = keyed.symbolic
+    choice, rejected = guarded.select(candidates, shapes.table, shapes.required)
+    found = Found(candidates=candidates, rejected=rejected)
+    if choice is None:
+        return found
+    chosen = candidates[choice]
+    read = _read(req, chosen["key"])  # evicted here: the remote tier may still hold it
+    if read.entry is None:
+        return found
+    label = f"key={chosen['key'][:16]} guards={len(chosen['guards'])}"
+    found.fn = _load(req, read.entry, label, guards=chosen["guards"], table=shapes.table)
+    return found
+
+
+def write_index(req: CompileRequest, key: _core.CacheKey, candidates: list[dict[str, Any]]) -> None:
+    index_meta = {"created_unix": int(time.time()), "payload_kind": guarded.INDEX_KIND, "compile_seconds": 0.0}
+    req.tiers.local.put(key, guarded.encode_index(candidates), index_meta)

@@ -1,0 +1,141 @@
+"""persist: after a compile, the entry (with its captured graph and kernels) into the tiers, and for a symbolic graph
+its guarded candidate and the graph's index. A failure to store is counted and the compile is used anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import torch
+
+from aotcache import _core, symbolic
+from aotcache.errors import Bypass
+from aotcache.pipeline import outcome
+from aotcache.pipeline.compiling import Compiled
+from aotcache.pipeline.lookup import Found, merged, read_index, write_index
+from aotcache.pipeline.request import CompileRequest, Keyed
+
+log = logging.getLogger("aotcache")
+
+_EXPLAIN_CANDIDATES = 3
+
+
+def persist(req: CompileRequest, keyed: Keyed, compiled: Compiled, found: Found) -> None:
+    req.enter("persist")
+    if keyed.symbolic is None:
+        _persist_static(req, keyed, compiled, found.writable)
+    else:
+        _persist_guarded(req, keyed, compiled, found)
+
+
+def _metadata(compiled: Compiled) -> dict[str, Any]:
+    return {
+        "compile_seconds": compiled.seconds,
+        "created_unix": int(time.time()),
+        "producer": f"aotcache {_core.__version__}",
+        "torch": str(torch.__version__),
+        "payload_kind": "inductor_aot_artifact",
+    }
+
+
+def _persist_static(req: CompileRequest, keyed: Keyed, compiled: Compiled, writable: bool) -> None:
+    key = keyed.key
+    try:  # diagnostics must never fail a compile
+        causes, detail = _explain_miss(req.tiers.local, key)
+    except Exception:
+        log.debug("cannot explain the miss of %s", key.hex[:16], exc_info=True)
+        causes, detail = ["unexplained"], ""
+    written = None
+    if writable:
+        try:
+            written = req.tiers.put(
+                key, compiled.payload, _metadata(compiled), _serialized_graph(keyed), compiled.kernels
+            )
+        except _core.CacheError as e:
+            outcome.store_failed(req, key.hex, e)
+    outcome.miss(req, key.hex, causes, compiled.seconds, written, f" bytes={len(compiled.payload)}{detail}")
+
+
+def _persist_guarded(req: CompileRequest, keyed: Keyed, compiled: Compiled, found: Found) -> None:
+    shapes = keyed.symbolic
+    try:
+        guards = symbolic.compile_guards(shapes.table)
+    except Bypass as b:  # compiled, but its domain cannot be written down: use it, do not store it
+        outcome.bypass(req, b)
+        return
+    key = keyed.key
+    candidate_key = _core.with_guards(key, guards)
+    tiers = req.tiers
+    written = None
+    try:
+        written = tiers.put(
+            candidate_key, compiled.payload, _metadata(compiled), _serialized_graph(keyed), compiled.kernels
+        )
+        # Read-modify-write of the index (under the compile lock of this graph on this machine): the newest local
+        # and remote candidates, plus ours. Writers on two machines at once may drop one candidate from the remote
+        # index (a later guard miss re-adds it); never a wrong hit.
+        known = read_index(req, key.hex)
+        if tiers.fetch(key.hex):
+            known = merged(known, read_index(req, key.hex))
+        candidates = [c for c in merged(found.candidates, known) if c["key"] != candidate_key.hex]
+        candidates.append({"key": candidate_key.hex, "guards": guards, "ranges": symbolic.symbol_ranges(shapes.table)})
+        write_index(req, key, candidates)
+        tiers.publish(key.hex)
+    except _core.CacheError as e:
+        outcome.store_failed(req, candidate_key.hex, e)
+    cause = "guards" if found.candidates else "new_graph"
+    why = "no candidate's guards hold" if found.candidates else "no stored entry for this graph"
+    if found.rejected:
+        why += ": " + "; ".join(found.rejected[:3])
+    outcome.miss(req, candidate_key.hex, [cause], compiled.seconds, written, f" guards={len(guards)} ({why})")
+
+
+def _serialized_graph(keyed: Keyed) -> bytes:
+    """The captured graph in the graph format, stored for `aotcache show`; b"" when it cannot be serialized."""
+    try:
+        return _core.serialize_graph(keyed.graph, keyed.inputs)
+    except _core.CacheError as e:  # the entry is useful without its graph: never fail the store for it
+        log.debug("cannot serialize the graph: %s", e)
+        return b""
+
+
+def _explain_miss(store: _core.LocalStore, key: _core.CacheKey) -> tuple[list[str], str]:
+    """(components that caused the miss, a log suffix). Compares the key with the newest stored entries of the same
+    graph and names the components that differ from the closest one; `new_graph` when the graph was never stored."""
+    graph_digest = next(digest for name, digest, _ in key.manifest if name == "graph")
+    try:
+        candidates = [k for k in store.keys_for_graph(graph_digest) if k != key.hex][:_EXPLAIN_CANDIDATES]
+        best: tuple[list[str], _core.LoadedEntry] | None = None
+        for candidate in candidates:
+            try:
+                entry = store.peek(candidate)  # explaining a miss must not refresh the other entries' LRU age
+            except _core.CacheError:
+                continue
+            if entry is None:
+                continue
+            differ = _core.differing_components(key.manifest, entry.manifest)
+            if best is None or len(differ) < len(best[0]):
+                best = (differ, entry)
+    except _core.CacheError as e:
+        log.debug("cannot explain the miss of %s: %s", key.hex[:16], e)
+        return ["unexplained"], ""
+    if best is None:
+        return ["new_graph"], " (no stored entry for this graph)"
+    differ, other = best
+    ours = {name: summary for name, _, summary in key.manifest}
+    theirs = {name: summary for name, _, summary in other.manifest}
+    parts = []
+    for c in differ:
+        fields = []
+        if c in key.component_values and c in other.component_values:
+            try:  # field by field: "inductor.epilogue_fusion: True -> False" (cached -> now)
+                fields = _core.explain_component(other.component_values[c], key.component_values[c], 5)
+            except _core.CacheError:
+                fields = []
+        parts.append(
+            f"{c}: " + ", ".join(fields) if fields else f"{c}: now [{ours.get(c, '')}] cached [{theirs.get(c, '')}]"
+        )
+    details = "; ".join(parts)
+    return differ, f" (differs from a cached entry of the same graph in {', '.join(differ)}: {details})"

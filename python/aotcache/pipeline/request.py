@@ -1,0 +1,63 @@
+"""CompileRequest: everything one compile carries through the pipeline, built once at its start."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from aotcache import _core
+from aotcache.settings import Settings
+from aotcache.storage.tiered import TieredStore
+
+
+@dataclasses.dataclass
+class Timings:
+    """perf_counter() marks of one compile (0.0 until reached)."""
+
+    start: float = dataclasses.field(default_factory=time.perf_counter)
+    key: float = 0.0
+
+
+@dataclasses.dataclass
+class CompileRequest:
+    gm: torch.fx.GraphModule
+    example_inputs: Sequence[Any]
+    options: dict[str, Any]
+    """Inductor options (mode and options of torch.compile), as compile_fx takes them."""
+    settings: Settings
+    """The settings snapshot of this compile: read once, passed down."""
+    tiers: TieredStore | None = None
+    """None when the cache directory cannot be used (the compile goes on without the cache)."""
+    phase: str = "start"
+    """The phase running now: an unexpected exception is counted under it."""
+    timings: Timings = dataclasses.field(default_factory=Timings)
+
+    @property
+    def local(self) -> _core.LocalStore | None:
+        return self.tiers.local if self.tiers is not None else None
+
+    def enter(self, phase: str) -> None:
+        self.phase = phase
+
+
+@dataclasses.dataclass
+class Symbolic:
+    """A graph with symbolic sizes: Dynamo's fake placeholders, its canonical symbols, declared ranges."""
+
+    fakes: list[Any]
+    table: Any  # symbolic.SymbolTable
+    required: dict[int, tuple]
+
+
+@dataclasses.dataclass
+class Keyed:
+    """The result of capture -> check -> key: what lookup and persist need."""
+
+    key: _core.CacheKey
+    graph: _core.Graph
+    inputs: list[Any]
+    symbolic: Symbolic | None = None

@@ -1,0 +1,93 @@
+"""The cache's tiers in one place: the local store, then the remote tier, with backfill and publish.
+
+A read looks in the local store; on a miss it asks the remote tier, whose verified entry is written into the local
+store (`LocalStore.put_encoded` checks its checksum, key and signature in C++) and read from there. A write goes to
+the local store, then to the remote tier. Every entry fault is classified here, once, into a counted reason and
+whether this process may write the key (an entry of a newer aotcache or one signed by a key we do not accept is left
+to its owner). Faults of the remote tier are remote.py's: counted, never raised.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from aotcache import _core, counters, remote
+from aotcache.settings import RemoteSettings
+
+log = logging.getLogger("aotcache")
+
+
+@dataclasses.dataclass(frozen=True)
+class Read:
+    """The result of a read: the verified entry or None, and whether a new compile may be stored under the key."""
+
+    entry: _core.LoadedEntry | None
+    writable: bool = True
+
+
+class TieredStore:
+    """The local store with the remote tier (or none) behind it, for one compile."""
+
+    def __init__(self, local: _core.LocalStore, remote_settings: RemoteSettings | None) -> None:
+        self.local = local
+        self.remote_settings = remote_settings
+
+    def get(self, key_hex: str, *, remote_too: bool = True) -> Read:
+        """The entry of `key_hex`: local, else (when `remote_too`) remote, backfilled into the local store."""
+        read = self._get_local(key_hex)
+        if read.entry is None and read.writable and remote_too and self.fetch(key_hex):
+            read = self._get_local(key_hex)
+        return read
+
+    def fetch(self, key_hex: str) -> bool:
+        """Copies the remote entry of `key_hex` into the local store; True when the local store now holds it."""
+        return remote.fetch(self.local, key_hex, self.remote_settings)
+
+    def contains(self, key_hex: str) -> bool:
+        return self.local.contains(key_hex)
+
+    def put(
+        self, key: _core.CacheKey, payload: bytes, metadata: dict[str, Any], graph: bytes = b"", kernels: bytes = b""
+    ) -> int:
+        """Writes the entry locally, then publishes it to the remote tier; the bytes written locally. Raises
+        CacheError when the local write fails (the remote tier never raises)."""
+        written = self.local.put(key, payload, metadata, graph, kernels)
+        self.publish(key.hex)
+        return written
+
+    def publish(self, key_hex: str) -> None:
+        """Sends the local entry of `key_hex` to the remote tier (when one is set and writable). Never raises."""
+        remote.publish(self.local, key_hex, self.remote_settings)
+
+    def remove_quietly(self, key_hex: str) -> None:
+        try:
+            self.local.remove(key_hex)
+        except _core.CacheError as e:
+            log.warning("cannot remove entry %s: %s", key_hex[:16], e)
+
+    def _get_local(self, key_hex: str) -> Read:
+        store = self.local
+        try:
+            return Read(store.get(key_hex))
+        except _core.IncompatibleEntryError as e:
+            # Written by a newer aotcache sharing the directory: leave it to its owner, do not overwrite it.
+            log.warning("entry %s is not readable by this version, compiling without storing: %s", key_hex[:16], e)
+            counters.record({"errors": 1, "error.incompatible_entry": 1}, store)
+            return Read(None, writable=False)
+        except _core.UntrustedEntryError as e:
+            # Signed by a key this process does not accept (or not signed): another key set's entry during a
+            # rotation, or a planted one. Nothing of it was loaded; it stays where it is, for the keys that accept it.
+            counters.warn_once("untrusted", "entry %s is not signed by an accepted key, compiling: %s", key_hex[:16], e)
+            counters.record({"untrusted": 1, "error.untrusted_entry": 1}, store)
+            return Read(None, writable=False)
+        except _core.CorruptEntryError as e:
+            # The store has moved it to quarantine/ (counted there as `corrupt`).
+            log.warning("entry %s is corrupt, recompiling: %s", key_hex[:16], e)
+            counters.record({"errors": 1, "error.corrupt_entry": 1}, store)
+            return Read(None)
+        except _core.CacheError as e:
+            counters.warn_once("store_read", "cannot read entry %s, recompiling: %s", key_hex[:16], e)
+            counters.record({"errors": 1, "error.store_read": 1}, store)
+            return Read(None)
