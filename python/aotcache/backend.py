@@ -95,7 +95,10 @@ def _run(req: CompileRequest, batch: counters.Batch) -> Callable[..., Any]:
     static = keyed.symbolic is None
     claim = single_flight.Claim()
     if found.writable:
-        claim = single_flight.claim(req.local, keyed.key.hex, cfg, until_entry=static)
+        try:
+            claim = single_flight.claim(req.local, keyed.key.hex, cfg, until_entry=static)
+        except Exception as e:  # compile once is an optimization: without it, this process compiles
+            outcome.internal_error(req, e)
     try:
         if claim.look_again:  # another process compiled this graph meanwhile (for a symbolic one: maybe these sizes)
             again = _find(req, keyed)

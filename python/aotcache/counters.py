@@ -56,9 +56,8 @@ def batch(store: Any | None = None) -> Iterator[Batch]:
         if current.delta:
             try:
                 _write(dict(current.delta), current.store)
-            except Exception as e:  # counting must never fail a compile; keep what can be kept
-                log.warning("could not update the statistics (%s)", type(e).__name__)
-                log.debug("statistics update failed", exc_info=True)
+            except Exception as e:  # counting must never fail a compile
+                warn_once("stats_failed", "could not update the statistics (%s: %s)", type(e).__name__, e)
 
 
 def record(delta: dict[str, int], store: Any | None) -> None:
