@@ -14,20 +14,21 @@ from aotcache.capture import capture_graph, capture_inputs
 from aotcache.symbolic import finite_bound
 
 
-def _optimizer_step_graph(param: torch.Tensor, momentum: torch.Tensor, order=("p", "buf")) -> torch.fx.GraphModule:
-    """The shape of Dynamo's graph for SGD with momentum: state read with get_attr, updated in place."""
+def _optimizer_step_graph(param: torch.Tensor, momentum: torch.Tensor, order=("p", "q", "buf")) -> torch.fx.GraphModule:
+    """The shape of Dynamo's graph for SGD with momentum on two weights: state read with get_attr, updated in place."""
     root = torch.nn.Module()
-    for name in order:  # registration order = the order AOTAutograd lifts them
-        if name == "p":
-            root.register_parameter("p", torch.nn.Parameter(param))
-        else:
+    for name in order:  # registration order = the order AOTAutograd lifts them (parameters, then buffers)
+        if name == "buf":
             root.register_buffer("buf", momentum)
+        else:
+            root.register_parameter(name, torch.nn.Parameter(param.clone()))
     g = torch.fx.Graph()
     grad = g.placeholder("grad")
-    p, buf = g.get_attr("p"), g.get_attr("buf")
+    p, q, buf = g.get_attr("p"), g.get_attr("q"), g.get_attr("buf")
     mul = g.call_method("mul_", (buf, 0.9))
     g.call_method("add_", (mul, grad))
     g.call_method("add_", (p, buf), {"alpha": -0.1})
+    g.call_method("add_", (q, buf), {"alpha": -0.2})
     g.output(())
     return torch.fx.GraphModule(root, g)
 
@@ -47,20 +48,22 @@ def test_state_metadata_and_lifted_order_change_the_key():
     grad = [torch.ones(3)]
     base = _key(_optimizer_step_graph(torch.ones(3), torch.zeros(3)), grad)
     assert base != _key(_optimizer_step_graph(torch.ones(3, dtype=torch.float64), torch.zeros(3)), grad)
-    # The compiled code takes the lifted state in registration order: another order is other code.
-    assert base != _key(_optimizer_step_graph(torch.ones(3), torch.zeros(3), order=("buf", "p")), grad)
+    assert base != _key(_optimizer_step_graph(torch.ones(3), torch.zeros(3, dtype=torch.float64)), grad)
+    assert base != _key(_optimizer_step_graph(torch.ones(4), torch.zeros(4)), [torch.ones(4)])
 
 
 def test_plain_constants_stay_keyed_by_content():
     def graph(constant: torch.Tensor) -> torch.fx.GraphModule:
-        root = torch.nn.Module()
-        root.c = constant  # an attribute, neither parameter nor buffer: baked into the compiled code
         g = torch.fx.Graph()
         x = g.placeholder("x")
         g.output(g.call_function(torch.add, (x, g.get_attr("c"))))
-        return torch.fx.GraphModule(root, g)
+        gm = torch.fx.GraphModule({"c": constant}, g)  # FX registers every tensor attribute as a buffer
+        delattr(gm, "c")
+        object.__setattr__(gm, "c", constant)  # a plain attribute (set after construction): baked into the code
+        return gm
 
     x = [torch.ones(3)]
+    assert "c" not in dict(graph(torch.zeros(3)).named_buffers())
     assert _key(graph(torch.zeros(3)), x) != _key(graph(torch.ones(3)), x)
 
 
