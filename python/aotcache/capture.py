@@ -52,8 +52,9 @@ def _strip_torch(name: str) -> str:
     return name[len("torch.") :] if name.startswith("torch.") else name
 
 
-def tensor_meta(t: torch.Tensor, what: str) -> _core.TensorMeta:
-    """Metadata of a plain tensor or parameter; a subclass or a symbolic size bypasses."""
+def tensor_meta(t: torch.Tensor, what: str, alias: dict[str, Any] | None = None) -> _core.TensorMeta:
+    """Metadata of a plain tensor or parameter; a subclass or a symbolic size bypasses. `alias`: the input's alias
+    fields when it shares its storage with another input (`_alias_fields`)."""
     if type(t) not in (torch.Tensor, torch.nn.Parameter):
         raise Bypass("tensor_subclass", f"{what} is a {type(t).__module__}.{type(t).__qualname__}")
     if t.is_conj() or t.is_neg():
@@ -73,14 +74,63 @@ def tensor_meta(t: torch.Tensor, what: str) -> _core.TensorMeta:
         device.type == "cpu" and t.is_pinned(),
         "Parameter" if isinstance(t, torch.nn.Parameter) else "Tensor",
         t.is_inference(),
+        **(alias or {}),
     )
 
 
-def _symbolic_tensor_meta(real: torch.Tensor, fake: torch.Tensor, table: SymbolTable, what: str) -> _core.TensorMeta:
+def storage_groups(inputs: Sequence[Any]) -> list[int]:
+    """Each input's storage-sharing group: inputs whose tensors share one storage get the same number, numbered
+    0, 1, ... by first appearance among the inputs that share with at least one other; -1 for every other input.
+
+    Sharing is by storage identity (what AOTAutograd groups aliased inputs by, `StorageWeakRef`), not by data
+    pointer: two storages over one memory are two storages to AOTAutograd. A storage of no bytes is never shared,
+    nor is a tensor without a storage (sparse, opaque) or a subclass (it bypasses in `tensor_meta`)."""
+    members: dict[int, list[int]] = {}  # storage identity -> its inputs, in order of first appearance
+    for i, x in enumerate(inputs):
+        if type(x) not in (torch.Tensor, torch.nn.Parameter):
+            continue
+        try:
+            storage = x.untyped_storage()
+        except (NotImplementedError, RuntimeError):
+            continue
+        if storage.nbytes() > 0:
+            members.setdefault(storage._cdata, []).append(i)
+    groups = [-1] * len(inputs)
+    shared = [indices for indices in members.values() if len(indices) > 1]
+    for number, indices in enumerate(shared):
+        for i in indices:
+            groups[i] = number
+    return groups
+
+
+def _alias_fields(t: torch.Tensor, group: int) -> dict[str, Any] | None:
+    """TensorMeta's alias fields of an input in storage group `group`: AOTAutograd regenerates mutated aliased
+    inputs from a synthetic base, the inputs' common `_base` or else the whole storage, so both are keyed."""
+    if group < 0:
+        return None
+    base = t._base
+    return {
+        "alias_group": group,
+        "alias_storage_nbytes": t.untyped_storage().nbytes(),
+        "alias_base": None if base is None else (list(base.shape), list(base.stride()), base.storage_offset()),
+    }
+
+
+def _has_symbols(fake: torch.Tensor) -> bool:
+    return any(isinstance(d, torch.SymInt) for d in (*fake.shape, *fake.stride(), fake.storage_offset()))
+
+
+def _symbolic_tensor_meta(
+    real: torch.Tensor, fake: torch.Tensor, table: SymbolTable, what: str, alias: dict[str, Any] | None = None
+) -> _core.TensorMeta:
     """A static TensorMeta of the example (its sizes are not keyed) carrying the symbolic shape's expressions."""
-    base = tensor_meta(real, what)
-    if not any(isinstance(d, torch.SymInt) for d in (*fake.shape, *fake.stride(), fake.storage_offset())):
+    base = tensor_meta(real, what, alias)
+    if not _has_symbols(fake):
         return base  # a static input of a symbolic graph
+    if alias is not None:
+        # Whether the views overlap (and so whether AOTAutograd compiles a synthetic base) depends on the sizes the
+        # key leaves out, and the storage size is the example's.
+        raise Bypass("dynamic_shapes", f"{what} shares its storage with another input and has symbolic sizes")
     return _core.TensorMeta(
         base.dtype,
         str(real.device),
@@ -113,14 +163,17 @@ def capture_inputs(
     example_inputs: Sequence[Any], fakes: Sequence[Any] | None = None, table: SymbolTable | None = None
 ) -> list:
     """One entry per graph input: a TensorMeta, or the int/float/bool value itself. For a symbolic graph, `fakes`
-    are the placeholders' fake values and `table` its canonical symbols: symbolic sizes enter as expressions."""
+    are the placeholders' fake values and `table` its canonical symbols: symbolic sizes enter as expressions.
+    Inputs that share a storage carry their `storage_groups` number (Dynamo passes the real tensors, views keep
+    their `_base`; the same tensor twice is one input after Dynamo, two here when called directly)."""
     out: list = []
+    groups = storage_groups(example_inputs)
     for i, x in enumerate(example_inputs):
         fake = fakes[i] if fakes is not None else None
         if table and isinstance(fake, torch.Tensor) and isinstance(x, torch.Tensor):
-            out.append(_symbolic_tensor_meta(x, fake, table, f"input {i}"))
+            out.append(_symbolic_tensor_meta(x, fake, table, f"input {i}", _alias_fields(x, groups[i])))
         elif isinstance(x, torch.Tensor):
-            out.append(tensor_meta(x, f"input {i}"))
+            out.append(tensor_meta(x, f"input {i}", _alias_fields(x, groups[i])))
         elif table and isinstance(x, torch.SymInt):
             out.append(_core.SymExpr(table.render(x)))
         elif isinstance(x, _SYMBOLIC):
@@ -216,7 +269,16 @@ _SEMANTIC_META_SET = frozenset(SEMANTIC_META)
 
 
 def _semantic_meta(node: torch.fx.Node, normalize: _ArgNormalizer) -> dict[str, Any] | None:
-    if "unbacked_bindings" in node.meta:
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    value = node.meta.get("example_value")
+    if isinstance(value, torch.SymFloat):
+        # A Python float made symbolic (dynamic=True turns float arguments such as LayerNorm's eps into tensor
+        # inputs read back with item()): torch's serializable compile cannot trace it (DataDependentOutputException).
+        raise Bypass("dynamic_shapes", f"node {node.name} computes a symbolic float")
+    if "unbacked_bindings" in node.meta or (
+        isinstance(value, (torch.SymInt, torch.SymBool)) and free_unbacked_symbols(value)
+    ):
         # A data-dependent size (nonzero, item() under capture_scalar_outputs): no input carries it, so no guard
         # over the inputs could say when a compile is valid. Documented as a dynamic_shapes bypass.
         raise Bypass("dynamic_shapes", f"node {node.name} produces an unbacked (data-dependent) size")

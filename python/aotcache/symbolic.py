@@ -54,11 +54,17 @@ class SymbolTable:
 
     def hints(self) -> list[int]:
         """The current value of each canonical symbol."""
-        return [int(self.shape_env.var_to_val[s]) for s in self.symbols]
+        return [self._hint(s) for s in self.symbols]
 
     def symints(self) -> list[torch.SymInt]:
         """One SymInt per canonical symbol, for installing guards into the ShapeEnv."""
-        return [self.shape_env.create_symintnode(s, hint=int(self.shape_env.var_to_val[s])) for s in self.symbols]
+        return [self.shape_env.create_symintnode(s, hint=self._hint(s)) for s in self.symbols]
+
+    def _hint(self, sym: sympy.Symbol) -> int:
+        env = self.shape_env
+        # torch 2.13 keeps backed hints in backed_var_to_val (var_to_val is deprecated and warns)
+        values = env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val
+        return int(values[sym])
 
 
 def symbolic_placeholders(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any] | None:
