@@ -81,11 +81,14 @@ def _load(
 
 def read_index(req: CompileRequest, key_hex: str) -> list[dict[str, Any]]:
     """The candidates of the local index of `key_hex` ([] when none or unreadable)."""
-    read = req.tiers.get(key_hex, remote_too=False)
-    if read.entry is None:
+    return decode_index(req, key_hex, req.tiers.get(key_hex, remote_too=False).entry)
+
+
+def decode_index(req: CompileRequest, key_hex: str, entry: _core.LoadedEntry | None) -> list[dict[str, Any]]:
+    if entry is None:
         return []
     try:
-        return guarded.decode_index(read.entry.payload)
+        return guarded.decode_index(entry.payload)
     except ValueError as e:
         log.warning("guard index %s is unreadable, recompiling: %s", key_hex[:16], e)
         counters.record({"errors": 1, "error.guard_index": 1}, req.local)
@@ -101,8 +104,10 @@ def merged(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dic
 def _find_guarded(req: CompileRequest, keyed: Keyed) -> Found:
     key_hex = keyed.key.hex
     req.enter("lookup")
-    candidates = read_index(req, key_hex)
+    index = req.tiers.get(key_hex, remote_too=False)
+    candidates = decode_index(req, key_hex, index.entry)
     found = _choose_and_load(req, keyed, candidates)
+    found.writable = index.writable
     if found.fn is not None:
         return found
     req.enter("remote")
@@ -114,7 +119,9 @@ def _find_guarded(req: CompileRequest, keyed: Keyed) -> Found:
         write_index(req, keyed.key, both)
     except _core.CacheError as e:
         log.debug("cannot merge the remote guard index of %s: %s", key_hex[:16], e)
-    return _choose_and_load(req, keyed, both)
+    found = _choose_and_load(req, keyed, both)
+    found.writable = index.writable
+    return found
 
 
 def _choose_and_load(req: CompileRequest, keyed: Keyed, candidates: list[dict[str, Any]]) -> Found:

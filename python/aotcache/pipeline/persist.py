@@ -70,6 +70,8 @@ def _persist_guarded(req: CompileRequest, keyed: Keyed, compiled: Compiled, foun
     tiers = req.tiers
     written = None
     try:
+        if not found.writable:  # the index under this key belongs to another writer (newer format, other keys)
+            raise _core.CacheError("the guard index of this graph is not writable by this process")
         written = tiers.put(
             candidate_key, compiled.payload, _metadata(compiled), _serialized_graph(keyed), compiled.kernels
         )
