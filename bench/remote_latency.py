@@ -99,7 +99,7 @@ def _run(work: Path, url: str, reps: int) -> list[dict]:
     import torch.nn.functional as F
 
     import aotcache
-    from aotcache import _core
+    from aotcache import _core, settings
     from aotcache.demo_model import make_model_and_batch
 
     out = []
@@ -118,8 +118,9 @@ def _run(work: Path, url: str, reps: int) -> list[dict]:
         mlp = torch.compile(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU()), backend="aotcache")
         mlp(torch.randn(8, 16))
 
-        local = _core.LocalStore.open(str(src))
-        backfill = _core.LocalStore.open(str(work / ("backfill_signed" if signed else "backfill_plain")))
+        options = settings.store_options(settings.current())  # signs and verifies with AOTCACHE_SIGNING_KEY
+        local = _core.LocalStore.open(str(src), **options)
+        backfill = _core.LocalStore.open(str(work / ("backfill_signed" if signed else "backfill_plain")), **options)
         remote = _core.RemoteStore.open(url)
         for key, size, _ in sorted(local.list(), key=lambda row: row[1]):
             remote.put(key, local.read_entry_file(key))

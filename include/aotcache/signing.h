@@ -28,7 +28,11 @@ struct SigningKeys {
 // "id:secret[,id2:secret2...]" -> keys in that order. An empty text gives no keys. InvalidArgument for a malformed
 // item, an id of other characters, a short secret or a repeated id (the message never contains a secret).
 Result<SigningKeys> parse_signing_keys(const std::string& text);
-// parse_signing_keys($AOTCACHE_SIGNING_KEY); no keys when unset.
-Result<SigningKeys> signing_keys_from_environment();
+// The keys of a store (docs/entry-format.md §9.1): the keys of `signing` (parse_signing_keys: its first key signs,
+// all verify; $AOTCACHE_SIGNING_KEY), then those of each `accepted` text (verify only; the items of
+// $AOTCACHE_SIGNING_KEYS_ACCEPTED), in order. A key already listed with the same secret counts once. Empty texts
+// give no keys (signing off). InvalidArgument, naming the part, for a malformed text, an id listed with two
+// different secrets, or accepted keys without a signing key (a store would write entries it refuses to read).
+Result<SigningKeys> make_signing_keys(const std::string& signing, const std::vector<std::string>& accepted);
 
 }  // namespace aotcache

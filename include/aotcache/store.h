@@ -26,8 +26,11 @@ struct EntryInfo {
 // Counter name -> value. Times are integers in microseconds (names end in _us).
 using Counters = std::map<std::string, int64_t>;
 
-// $AOTCACHE_DIR, else $XDG_CACHE_HOME/aotcache, else $HOME/.cache/aotcache.
-std::string default_cache_dir();
+// The default cache directory, from the values of $AOTCACHE_DIR, $XDG_CACHE_HOME and $HOME (empty = unset):
+// `aotcache_dir`, else `xdg_cache_home`/aotcache, else `home`/.cache/aotcache (home "/tmp" when empty). The store
+// reads no environment: the edges (the CLI's main, python/aotcache/settings.py) pass these values.
+std::string default_cache_dir(const std::string& aotcache_dir, const std::string& xdg_cache_home,
+                              const std::string& home);
 
 // Default bound of a cache directory: 10 GiB.
 constexpr uint64_t k_default_max_size = 10ULL << 30;
@@ -42,8 +45,18 @@ Result<int64_t> parse_age(const std::string& text);
 enum class EvictionPolicy { kLru, kSavedPerByte };
 // "lru" or "saved-per-byte"; InvalidArgument otherwise.
 Result<EvictionPolicy> parse_eviction_policy(const std::string& text);
-// $AOTCACHE_EVICTION, or kLru when unset or empty; InvalidArgument for another value.
-Result<EvictionPolicy> eviction_policy_from_environment();
+
+// How a store behaves, fixed at open. The defaults are the documented ones (README "Configuration"). The store
+// never reads the environment: the CLI's main and python/aotcache/settings.py build these from it.
+struct StoreOptions {
+  // Bound of the directory in bytes, kept by eviction after each put; 0 = unbounded.
+  uint64_t max_size = k_default_max_size;
+  // Which entries the bound and prune remove first.
+  EvictionPolicy eviction = EvictionPolicy::kLru;
+  // keys[0] signs every put, every key verifies every read; none = unsigned entries, signatures unchecked
+  // (make_signing_keys builds them from a signing key and accepted keys).
+  SigningKeys signing;
+};
 
 // The entry files' total, as kept by the size ledger (docs/store-layout.md §7).
 struct StoreSize {
@@ -63,19 +76,23 @@ bool is_valid_key_hex(const std::string& key_hex);
 
 class LocalStore {
  public:
-  // Creates the layout under `dir` when missing. IOError when the directory cannot be created or written;
-  // InvalidArgument when $AOTCACHE_SIGNING_KEY is malformed. `fs` must outlive the store.
-  static Result<std::unique_ptr<LocalStore>> open(const std::string& dir, FileSystem* fs = default_file_system());
+  // Creates the layout under `dir` when missing, with `options` in force. IOError when the directory cannot be
+  // created or written. `fs` must outlive the store.
+  static Result<std::unique_ptr<LocalStore>> open(const std::string& dir, const StoreOptions& options = {},
+                                                  FileSystem* fs = default_file_system());
 
   // nullopt on a miss; a hit marks the entry used (mtime, best effort). Corruption when the stored bytes fail their
-  // checks, Unauthenticated when signing keys are set and the entry's signature is missing or wrong: the file is
-  // then moved to quarantine/ (best effort, counted as `corrupt`), so it is never served and the next lookup is a
-  // miss. Unsupported (a newer format) leaves the file alone.
+  // checks: the file is then moved to quarantine/ (best effort, counted as `corrupt`), so it is never served and
+  // the next lookup is a miss. Unauthenticated (untrusted) when signing keys are set and the entry is unsigned,
+  // signed by a key id not among them, or its MAC does not match: nothing of it is decoded and the file is left in
+  // place (it may be another key set's entry, e.g. during a rotation; eviction removes it in time). Unsupported (a
+  // newer format) leaves the file alone too.
   Result<std::optional<Entry>> get(const std::string& key_hex);
   // Like get, without side effects: the entry is not marked used and a bad one is not quarantined. For inspection
   // (`aotcache show`, `explain`, the backend's miss explanation), which must not change what eviction keeps.
   Result<std::optional<Entry>> peek(const std::string& key_hex);
-  // Like get, without side effects: OK for a valid entry, NotFound, Corruption or Unsupported. For `verify`.
+  // Like get, without side effects: OK for a valid entry, NotFound, Corruption, Unauthenticated or Unsupported.
+  // For `verify`.
   Status check_entry(const std::string& key_hex);
   // The entry file's bytes, unverified (for export, which verifies them); nullopt when absent.
   Result<std::optional<std::string>> read_entry_file(const std::string& key_hex);
@@ -88,14 +105,14 @@ class LocalStore {
   // key, signature when keys are set). Returns the key. Corruption, Unauthenticated or Unsupported for bytes that
   // fail, and nothing is written. For import and for backfilling from a remote tier.
   Result<std::string> put_encoded(std::string_view bytes);
-  // A hit marks its entry used (mtime). 0 = unbounded.
+  // StoreOptions::max_size, changeable later (the backend applies the bound in force at each compile). A hit marks
+  // its entry used (mtime). 0 = unbounded; any other bound is enforced, however small.
   void set_max_size(uint64_t bytes) { max_size_ = bytes; }
   uint64_t max_size() const { return max_size_; }
-  // Default: eviction_policy_from_environment() at open (kLru when invalid).
+  // StoreOptions::eviction. Not thread-safe against a concurrent put or prune.
   void set_eviction_policy(EvictionPolicy policy) { policy_ = policy; }
   EvictionPolicy eviction_policy() const { return policy_; }
-  // Keys that sign every put (keys[0]) and verify every read (all); none = unsigned entries, signatures unchecked.
-  // Default: signing_keys_from_environment() at open. Not thread-safe against concurrent get/put.
+  // StoreOptions::signing. Not thread-safe against concurrent get/put.
   void set_signing_keys(SigningKeys keys) { signing_keys_ = std::move(keys); }
   const SigningKeys& signing_keys() const { return signing_keys_; }
   // Removes entries unused for `older_than_seconds` (when > 0), then entries in eviction order until the total is
@@ -151,13 +168,15 @@ class LocalStore {
   Status write_ledger_unlocked(const StoreSize& size);
   Result<StoreSize> scan_size_unlocked();
   Status remove_unlocked(const std::string& key_hex, StoreSize* size);
-  Result<uint64_t> prune_unlocked(uint64_t target_bytes, int64_t older_than_seconds, const ProgressFn& progress);
+  // nullopt target: the size bound's own (90% of it) when the total is above the bound, else none.
+  Result<uint64_t> prune_unlocked(std::optional<uint64_t> target_bytes, int64_t older_than_seconds,
+                                  const ProgressFn& progress);
   Status bound_quarantine_unlocked();
   Result<std::unique_ptr<FileLock>> lock_ledger();
 
   std::string dir_;
   FileSystem* fs_;
-  uint64_t max_size_ = 0;
+  uint64_t max_size_ = k_default_max_size;
   EvictionPolicy policy_ = EvictionPolicy::kLru;
   SigningKeys signing_keys_;
   int64_t ledger_synced_unix_ = 0;  // of the ledger last read or written, under its lock

@@ -34,7 +34,7 @@ log = logging.getLogger("aotcache")
 
 _stores_lock = threading.Lock()
 _stores: dict[tuple, _core.LocalStore] = {}
-_unavailable_dirs: set[str] = set()
+_unavailable: set[tuple] = set()
 
 
 class _TorchRaised(Exception):
@@ -158,23 +158,28 @@ def _open_tiers(cfg: settings.Settings) -> TieredStore | None:
     return TieredStore(local, cfg.remote) if local is not None else None
 
 
+def store_id(cfg: settings.Settings) -> tuple:
+    """What identifies an opened store: its directory and the options it was opened with (eviction, signing keys);
+    the size bound is applied to the open store at each compile."""
+    return (cfg.cache_dir, cfg.eviction, cfg.signing_key, cfg.accepted_keys)
+
+
 def _open_store(cfg: settings.Settings) -> _core.LocalStore | None:
     """The store of the cache directory, opened once per process and options; None (reported once) when it cannot
-    be used."""
+    be used (unusable directory, malformed signing keys: the cache is off rather than unsigned)."""
+    ident = store_id(cfg)
     with _stores_lock:
-        if cfg.cache_dir in _stores:
-            store = _stores[cfg.cache_dir]
-            store.set_max_size(cfg.max_size)
-            return store
-        try:
-            store = _core.LocalStore.open(cfg.cache_dir)
-        except _core.CacheError as e:
-            if cfg.cache_dir not in _unavailable_dirs:
-                _unavailable_dirs.add(cfg.cache_dir)
-                log.warning("cache directory %s is unusable, compiling without cache: %s", cfg.cache_dir, e)
-            return None
+        store = _stores.get(ident)
+        if store is None:
+            try:
+                store = settings.open_store(cfg)
+            except _core.CacheError as e:
+                if ident not in _unavailable:
+                    _unavailable.add(ident)
+                    log.warning("cache directory %s is unusable, compiling without cache: %s", cfg.cache_dir, e)
+                return None
+            _stores[ident] = store
         store.set_max_size(cfg.max_size)
-        _stores[cfg.cache_dir] = store
         return store
 
 

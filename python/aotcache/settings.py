@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import os
 import threading
+from typing import Any
 
 from aotcache import _core
 
@@ -20,6 +21,8 @@ log = logging.getLogger("aotcache")
 
 DEFAULT_COMPILE_WAIT_SECONDS = 600.0
 DEFAULT_REMOTE_LEASE_SECONDS = 30.0
+EVICTION_POLICIES = ("lru", "saved-per-byte")
+DEFAULT_EVICTION = "lru"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +59,8 @@ class Settings:
     salt: str
     """Enters the `user` key component: change it to invalidate every entry. `AOTCACHE_SALT`."""
     max_size: int
-    """Bound of the cache directory in bytes, kept by LRU eviction. `AOTCACHE_MAX_SIZE` (10G, 500M, ...), default
-    10 GiB; 0 = unbounded."""
+    """Bound of the cache directory in bytes, kept by eviction after each put. `AOTCACHE_MAX_SIZE` (10G, 500M, ...),
+    default 10 GiB; 0 = unbounded; any other bound is enforced, however small."""
     compile_wait_seconds: float = DEFAULT_COMPILE_WAIT_SECONDS
     """Compile once: when another process (or machine, through the remote tier) is compiling the same key, wait
     this long for its entry, then compile anyway. 0 = never wait. `AOTCACHE_COMPILE_WAIT` (seconds, or 10m, ...)."""
@@ -69,6 +72,18 @@ class Settings:
     isa_probe_memo: bool = True
     """Answer Inductor's vector-ISA probe from a per-machine memo in the cache directory (`isa_probe.py`).
     `AOTCACHE_ISA_PROBE_MEMO=0` turns it off."""
+    eviction: str = DEFAULT_EVICTION
+    """Which entries the size bound removes first: `lru` or `saved-per-byte` (docs/store-layout.md §7.2).
+    `AOTCACHE_EVICTION`."""
+    signing_key: str | None = dataclasses.field(default=None, repr=False)
+    """`id:secret` of the key that signs every entry written (docs/entry-format.md §9), or None: entries unsigned
+    and signatures unchecked. From `AOTCACHE_SIGNING_KEY`, whose further keys (`id:secret,id2:secret2`, the older
+    spelling of a rotation) go to `accepted_keys`. Not shown in repr."""
+    accepted_keys: tuple[str, ...] = dataclasses.field(default=(), repr=False)
+    """`id:secret` keys that verify entries besides the signing key (a rotation: the old key, or the next one
+    before it signs). `AOTCACHE_SIGNING_KEYS_ACCEPTED` (comma-separated). Not shown in repr. Malformed keys are
+    kept as given (and warned about once): opening a store with them fails, so the cache is not used rather than
+    used unverified."""
 
 
 _lock = threading.Lock()
@@ -89,6 +104,21 @@ def parse_seconds(text: str) -> float:
     return value
 
 
+def parse_bool(text: str) -> bool:
+    """'1', 'true', 'yes', 'on' -> True; '0', 'false', 'no', 'off' -> False (any case); ValueError otherwise."""
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"not a boolean: {text!r} (use 1/0, true/false, yes/no, on/off)")
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    """A boolean variable; unset or empty is `default`, a malformed value is reported once and `default` used."""
+    return _env_or_default(name, parse_bool, default, f"bool_config.{name}")
+
+
 def _env_or_default(name: str, parse, default, warn_kind: str):
     text = os.environ.get(name, "").strip()
     if not text:
@@ -102,6 +132,50 @@ def _env_or_default(name: str, parse, default, warn_kind: str):
         return default
 
 
+def _eviction(text: str) -> str:
+    if text not in EVICTION_POLICIES:
+        raise ValueError(f"unknown eviction policy (use {' or '.join(EVICTION_POLICIES)})")
+    return text
+
+
+def _signing_from_environment() -> tuple[str | None, tuple[str, ...]]:
+    """(signing key, accepted keys) of AOTCACHE_SIGNING_KEY and AOTCACHE_SIGNING_KEYS_ACCEPTED."""
+    signing = os.environ.get("AOTCACHE_SIGNING_KEY", "")
+    accepted = os.environ.get("AOTCACHE_SIGNING_KEYS_ACCEPTED", "")
+    try:
+        _core.signing_key_ids(signing, [accepted])
+    except _core.CacheError as e:
+        from aotcache import counters
+
+        # Fail closed: the values stay as given, so that LocalStore.open refuses them and no entry is read or
+        # written unverified. Ignoring them would silently turn signing off.
+        counters.warn_once(
+            "signing_config", "AOTCACHE_SIGNING_KEY / AOTCACHE_SIGNING_KEYS_ACCEPTED unusable, cache not used: %s", e
+        )
+        return signing or None, (accepted,) if accepted else ()
+    # Validated as given (a repeated id in one variable is refused), then the first key signs, the others verify.
+    items = signing.split(",") if signing else []
+    extra = accepted.split(",") if accepted else []
+    return (items[0] if items else None), tuple(items[1:] + extra)
+
+
+def store_options(cfg: Settings) -> dict[str, Any]:
+    """Keyword arguments of `_core.LocalStore.open` (and `open_with_fault`) for `cfg`: the size bound, the eviction
+    policy and the signing keys. Opening raises CacheError when the keys are malformed (see `accepted_keys`). The
+    remote tier needs none of them: its entries are verified by `LocalStore.put_encoded` of a store opened so."""
+    return {
+        "max_size": cfg.max_size,
+        "eviction": cfg.eviction,
+        "signing_key": cfg.signing_key,
+        "accepted_keys": list(cfg.accepted_keys),
+    }
+
+
+def open_store(cfg: Settings) -> _core.LocalStore:
+    """`_core.LocalStore.open(cfg.cache_dir, **store_options(cfg))`. Raises CacheError."""
+    return _core.LocalStore.open(cfg.cache_dir, **store_options(cfg))
+
+
 def _remote_from_environment(urls: str | None) -> RemoteSettings | None:
     """The remote settings of the environment; `urls` (from configure) replaces AOTCACHE_REMOTE when not None."""
     urls = (os.environ.get("AOTCACHE_REMOTE", "") if urls is None else urls).strip()
@@ -111,7 +185,7 @@ def _remote_from_environment(urls: str | None) -> RemoteSettings | None:
     env = _env_or_default
     return RemoteSettings(
         urls=urls,
-        readonly=os.environ.get("AOTCACHE_REMOTE_READONLY", "").strip().lower() in _TRUE,
+        readonly=_env_bool("AOTCACHE_REMOTE_READONLY", False),
         key_prefix=os.environ.get("AOTCACHE_REMOTE_PREFIX", d.key_prefix) or d.key_prefix,
         ttl_seconds=env("AOTCACHE_REMOTE_TTL", lambda t: int(parse_seconds(t)), 0, "remote_config"),
         connect_timeout_ms=env("AOTCACHE_REMOTE_CONNECT_TIMEOUT_MS", int, d.connect_timeout_ms, "remote_config"),
@@ -123,17 +197,24 @@ def _remote_from_environment(urls: str | None) -> RemoteSettings | None:
 
 
 def _from_environment(remote_urls: str | None = None) -> Settings:
+    signing_key, accepted_keys = _signing_from_environment()
+    env = os.environ
     return Settings(
-        cache_dir=_core.default_cache_dir(),
-        enabled=os.environ.get("AOTCACHE_DISABLE", "").strip().lower() not in _TRUE,
+        cache_dir=_core.default_cache_dir(
+            env.get("AOTCACHE_DIR", ""), env.get("XDG_CACHE_HOME", ""), env.get("HOME", "")
+        ),
+        enabled=not _env_bool("AOTCACHE_DISABLE", False),
         salt=os.environ.get("AOTCACHE_SALT", ""),
         max_size=_env_or_default("AOTCACHE_MAX_SIZE", _core.parse_size, _core.DEFAULT_MAX_SIZE, "max_size_config"),
         compile_wait_seconds=_env_or_default(
             "AOTCACHE_COMPILE_WAIT", parse_seconds, DEFAULT_COMPILE_WAIT_SECONDS, "compile_wait_config"
         ),
         remote=_remote_from_environment(remote_urls),
-        kernels=os.environ.get("AOTCACHE_KERNELS", "").strip().lower() not in _FALSE,
-        isa_probe_memo=os.environ.get("AOTCACHE_ISA_PROBE_MEMO", "").strip().lower() not in _FALSE,
+        kernels=_env_bool("AOTCACHE_KERNELS", True),
+        isa_probe_memo=_env_bool("AOTCACHE_ISA_PROBE_MEMO", True),
+        eviction=_env_or_default("AOTCACHE_EVICTION", _eviction, DEFAULT_EVICTION, "eviction_config"),
+        signing_key=signing_key,
+        accepted_keys=accepted_keys,
     )
 
 
@@ -176,13 +257,20 @@ def configure(
     remote_lease: float | str | None = None,
     isa_probe_memo: bool | None = None,
     kernels: bool | None = None,
+    eviction: str | None = None,
 ) -> Settings:
     """Overrides settings for this process; `None` leaves a setting as it is. `remote=""` turns the remote tier off;
     the other remote_* options apply whether the URLs come from `remote=` or from AOTCACHE_REMOTE. Durations take
     seconds or '10m'-style text, sizes bytes or '500M'-style text. Raises ValueError (or CacheError for a size) for
-    a malformed value, changing nothing. Returns the settings in force."""
+    a malformed value, changing nothing. `eviction` is `lru` or `saved-per-byte`. Returns the settings in force."""
     if isinstance(max_size, str):
         max_size = _core.parse_size(max_size)
+    if max_size is not None and (
+        isinstance(max_size, bool) or not isinstance(max_size, int) or not 0 <= max_size < 1 << 64
+    ):
+        raise ValueError(f"max_size must be a size in bytes >= 0 (0 = unbounded), got {max_size!r}")
+    if eviction is not None:
+        _eviction(eviction)
     if isinstance(compile_wait, str):
         compile_wait = parse_seconds(compile_wait)
     if compile_wait is not None and not compile_wait >= 0:
@@ -217,6 +305,7 @@ def configure(
             ("compile_wait_seconds", compile_wait),
             ("isa_probe_memo", isa_probe_memo),
             ("kernels", kernels),
+            ("eviction", eviction),
         ):
             if value is not None:
                 _overrides[name] = os.path.abspath(os.path.expanduser(value)) if name == "cache_dir" else value

@@ -1,5 +1,6 @@
-// `aotcache verify [--fix]`: read and check every entry (checksum, format, manifest, key); --fix moves the bad ones
-// to quarantine/. Re-syncs the size ledger from the scan.
+// `aotcache verify [--fix]`: read and check every entry (checksum, format, manifest, key, signature when keys are
+// set); --fix moves the bad ones to quarantine/. Untrusted entries (not signed by an accepted key) are reported apart
+// and never moved: they may be another key set's. Re-syncs the size ledger from the scan.
 #include <ostream>
 
 #include "cli/commands.h"
@@ -20,13 +21,19 @@ int run_verify(const Invocation& inv) {
     return k_exit_failure;
   }
   Progress progress(inv.err, "verify");
-  size_t bad = 0, quarantined = 0, newer = 0, done = 0;
+  size_t bad = 0, quarantined = 0, newer = 0, untrusted = 0, done = 0;
   for (const auto& e : *entries) {
     Status s = inv.store->check_entry(e.key_hex);
     progress.update(++done, entries->size());
     if (s.ok() || s.code() == StatusCode::kNotFound) continue;  // removed meanwhile
     if (s.code() == StatusCode::kUnsupported) {
       ++newer;  // written by a newer aotcache: not ours to judge
+      continue;
+    }
+    if (s.code() == StatusCode::kUnauthenticated) {
+      ++untrusted;  // not signed by a key we accept: maybe another key set's (a rotation), not ours to remove
+      progress.finish();
+      *inv.out << e.key_hex << "  untrusted: " << s.message() << "  (left in place)\n";
       continue;
     }
     ++bad;
@@ -48,6 +55,7 @@ int run_verify(const Invocation& inv) {
   *inv.out << entries->size() << " entries checked, " << bad << " bad";
   if (fix) *inv.out << ", " << quarantined << " quarantined";
   if (newer > 0) *inv.out << ", " << newer << " of a newer format (left alone)";
+  if (untrusted > 0) *inv.out << ", " << untrusted << " untrusted (not signed by an accepted key; left in place)";
   *inv.out << "\n";
   if (fix) {
     auto q = inv.store->list_quarantine();

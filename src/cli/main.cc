@@ -14,6 +14,12 @@ namespace {
 
 using aotcache::cli::Invocation;
 
+// The value of an environment variable, "" when unset. The CLI's main is the only reader of the environment.
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
 const char* k_usage =
     "usage: aotcache [--dir DIR] COMMAND [ARGS]\n"
     "\n"
@@ -35,6 +41,8 @@ const char* k_usage =
     "\n"
     "ls takes --sort age|size|saved (default age). verify, export, import, prune and clear show a progress bar when\n"
     "stderr is a terminal. AOTCACHE_EVICTION=lru|saved-per-byte picks what prune and the size bound remove first.\n"
+    "AOTCACHE_SIGNING_KEY (and AOTCACHE_SIGNING_KEYS_ACCEPTED) make entries not signed by an accepted key untrusted:\n"
+    "verify reports them apart and leaves them in place.\n"
     "Exit codes: 0 ok, 1 failure, 2 bad arguments.\n";
 
 }  // namespace
@@ -82,28 +90,38 @@ int main(int argc, char** argv) {
     std::cerr << "aotcache: unknown command '" << rest[0] << "'\n" << k_usage;
     return aotcache::cli::k_exit_usage;
   }
-  if (dir.empty()) dir = aotcache::default_cache_dir();
-  auto store = aotcache::LocalStore::open(dir);
-  if (!store.ok()) {
-    std::cerr << "aotcache: cannot open cache directory " << dir << ": " << store.status().to_string() << "\n";
-    return aotcache::cli::k_exit_failure;
-  }
-  uint64_t max_size = aotcache::k_default_max_size;
-  if (const char* m = std::getenv("AOTCACHE_MAX_SIZE"); m != nullptr && *m != '\0') {
+  if (dir.empty()) dir = aotcache::default_cache_dir(env("AOTCACHE_DIR"), env("XDG_CACHE_HOME"), env("HOME"));
+  // The CLI is an edge: the store's options come from the environment here, as the Python settings build them for
+  // the backend (python/aotcache/settings.py).
+  aotcache::StoreOptions options;
+  if (std::string m = env("AOTCACHE_MAX_SIZE"); !m.empty()) {
     auto parsed = aotcache::parse_size(m);
     if (!parsed.ok()) {
       std::cerr << "aotcache: AOTCACHE_MAX_SIZE: " << parsed.status().message() << "\n";
       return aotcache::cli::k_exit_usage;
     }
-    max_size = *parsed;
+    options.max_size = *parsed;
   }
-  (*store)->set_max_size(max_size);
-  auto policy = aotcache::eviction_policy_from_environment();
-  if (!policy.ok()) {
-    std::cerr << "aotcache: AOTCACHE_EVICTION: " << policy.status().message() << "\n";
+  if (std::string p = env("AOTCACHE_EVICTION"); !p.empty()) {
+    auto policy = aotcache::parse_eviction_policy(p);
+    if (!policy.ok()) {
+      std::cerr << "aotcache: AOTCACHE_EVICTION: " << policy.status().message() << "\n";
+      return aotcache::cli::k_exit_usage;
+    }
+    options.eviction = *policy;
+  }
+  // Fail closed: a malformed key must not silently turn verification off.
+  auto keys = aotcache::make_signing_keys(env("AOTCACHE_SIGNING_KEY"), {env("AOTCACHE_SIGNING_KEYS_ACCEPTED")});
+  if (!keys.ok()) {
+    std::cerr << "aotcache: AOTCACHE_SIGNING_KEY / AOTCACHE_SIGNING_KEYS_ACCEPTED: " << keys.status().message() << "\n";
     return aotcache::cli::k_exit_usage;
   }
-  (*store)->set_eviction_policy(*policy);
+  options.signing = std::move(*keys);
+  auto store = aotcache::LocalStore::open(dir, options);
+  if (!store.ok()) {
+    std::cerr << "aotcache: cannot open cache directory " << dir << ": " << store.status().to_string() << "\n";
+    return aotcache::cli::k_exit_failure;
+  }
   Invocation inv{store->get(), std::vector<std::string>(rest.begin() + 1, rest.end()), &std::cout, &std::cerr};
   return cmd->second(inv);
 }

@@ -3,6 +3,7 @@
 // <dir>/ledger (+ .lock): the running size total. docs/store-layout.md.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,12 @@ constexpr int64_t k_ledger_max_age_seconds = 24 * 3600;
 // Metadata sits before the payload: this prefix holds it for any realistic manifest (ranking only).
 constexpr size_t k_metadata_prefix_bytes = 64 * 1024;
 
+// What a size bound evicts down to: 90% of it, rounded up, so that every positive bound has a positive target
+// (a target of 0 bytes would read as "no target").
+uint64_t eviction_target(uint64_t max_size) {
+  return max_size - max_size / 10;
+}
+
 bool has_suffix(const std::string& s, const std::string& suffix) {
   return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -35,23 +42,17 @@ std::string cachedir_tag() {
 
 }  // namespace
 
-std::string default_cache_dir() {
-  if (const char* d = std::getenv("AOTCACHE_DIR"); d != nullptr && *d != '\0') return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') return std::string(x) + "/aotcache";
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr && *home != '\0' ? home : "/tmp") + "/.cache/aotcache";
+std::string default_cache_dir(const std::string& aotcache_dir, const std::string& xdg_cache_home,
+                              const std::string& home) {
+  if (!aotcache_dir.empty()) return aotcache_dir;
+  if (!xdg_cache_home.empty()) return xdg_cache_home + "/aotcache";
+  return (home.empty() ? std::string("/tmp") : home) + "/.cache/aotcache";
 }
 
 Result<EvictionPolicy> parse_eviction_policy(const std::string& text) {
   if (text == "lru") return EvictionPolicy::kLru;
   if (text == "saved-per-byte") return EvictionPolicy::kSavedPerByte;
   return Status::invalid_argument("unknown eviction policy '" + text + "' (use lru or saved-per-byte)");
-}
-
-Result<EvictionPolicy> eviction_policy_from_environment() {
-  const char* p = std::getenv("AOTCACHE_EVICTION");
-  if (p == nullptr || *p == '\0') return EvictionPolicy::kLru;
-  return parse_eviction_policy(p);
 }
 
 bool is_valid_key_hex(const std::string& key_hex) {
@@ -62,7 +63,8 @@ bool is_valid_key_hex(const std::string& key_hex) {
   return true;
 }
 
-Result<std::unique_ptr<LocalStore>> LocalStore::open(const std::string& dir, FileSystem* fs) {
+Result<std::unique_ptr<LocalStore>> LocalStore::open(const std::string& dir, const StoreOptions& options,
+                                                     FileSystem* fs) {
   if (dir.empty()) return Status::invalid_argument("empty cache directory");
   std::string clean = dir;
   while (clean.size() > 1 && clean.back() == '/') clean.pop_back();
@@ -73,9 +75,9 @@ Result<std::unique_ptr<LocalStore>> LocalStore::open(const std::string& dir, Fil
     AOTCACHE_RETURN_IF_ERROR(fs->write_file_atomic(clean + "/CACHEDIR.TAG", cachedir_tag(), clean + "/tmp"));
   }
   std::unique_ptr<LocalStore> store(new LocalStore(clean, fs));
-  if (auto policy = eviction_policy_from_environment(); policy.ok()) store->policy_ = *policy;
-  // Fail closed: a malformed key must not silently turn verification off.
-  AOTCACHE_ASSIGN_OR_RETURN(store->signing_keys_, signing_keys_from_environment());
+  store->max_size_ = options.max_size;
+  store->policy_ = options.eviction;
+  store->signing_keys_ = options.signing;
   AOTCACHE_RETURN_IF_ERROR(store->remove_stale_temp_files());
   return store;
 }
@@ -148,10 +150,9 @@ Result<std::optional<Entry>> LocalStore::get(const std::string& key_hex) {
   Result<Entry> e = decode_stored(*bytes, key_hex, signing_keys_);
   if (!e.ok()) {
     // Never served again: moved aside for inspection. Best effort (a read-only directory cannot move it).
-    // An unauthenticated entry is quarantined too: it may be planted, and the recompile rewrites it signed.
-    if (e.status().code() == StatusCode::kCorruption || e.status().code() == StatusCode::kUnauthenticated) {
-      (void)quarantine(key_hex);
-    }
+    // An untrusted entry (Unauthenticated) stays: nothing of it was decoded, and it may be the entry of another key
+    // set sharing the directory (a rotation in progress), which would otherwise destroy each other's entries.
+    if (e.status().code() == StatusCode::kCorruption) (void)quarantine(key_hex);
     return e.status();
   }
   // Mark it used for LRU eviction. Best effort: a read-only directory still serves hits.
@@ -221,7 +222,7 @@ Status LocalStore::put_bytes(const std::string& key_hex, const std::string& byte
   if (over_bound) {
     // Evict down to 90% so that the next puts do not each pay for a scan.
     AOTCACHE_ASSIGN_OR_RETURN(auto lock, lock_ledger());
-    AOTCACHE_ASSIGN_OR_RETURN(auto evicted, prune_unlocked(0, 0, {}));
+    AOTCACHE_ASSIGN_OR_RETURN(auto evicted, prune_unlocked(std::nullopt, 0, {}));
     (void)evicted;
   }
   return Status();
@@ -280,23 +281,24 @@ Result<StoreSize> LocalStore::scan_size() {
 
 Result<uint64_t> LocalStore::prune(uint64_t target_bytes, int64_t older_than_seconds, const ProgressFn& progress) {
   AOTCACHE_ASSIGN_OR_RETURN(auto lock, lock_ledger());
-  return prune_unlocked(target_bytes, older_than_seconds, progress);
+  return prune_unlocked(target_bytes > 0 ? std::optional<uint64_t>(target_bytes) : std::nullopt, older_than_seconds,
+                        progress);
 }
 
-Result<uint64_t> LocalStore::prune_unlocked(uint64_t target_bytes, int64_t older_than_seconds,
+Result<uint64_t> LocalStore::prune_unlocked(std::optional<uint64_t> target_bytes, int64_t older_than_seconds,
                                             const ProgressFn& progress) {
   AOTCACHE_ASSIGN_OR_RETURN(auto entries, list());
   StoreSize size;
   for (const EntryInfo& e : entries) size.bytes += e.size;
   size.entries = entries.size();
-  if (target_bytes == 0 && max_size_ > 0 && size.bytes > max_size_) target_bytes = max_size_ / 10 * 9;
+  if (!target_bytes && max_size_ > 0 && size.bytes > max_size_) target_bytes = eviction_target(max_size_);
   const int64_t now = fs_->now_unix();
   std::vector<std::pair<double, size_t>> order;  // (rank, index): lowest rank is evicted first
   order.reserve(entries.size());
   for (size_t k = 0; k < entries.size(); ++k) {
     const EntryInfo& e = entries[k];
     double rank = static_cast<double>(e.mtime_unix);
-    if (policy_ == EvictionPolicy::kSavedPerByte && target_bytes > 0 && size.bytes > target_bytes) {
+    if (policy_ == EvictionPolicy::kSavedPerByte && target_bytes && size.bytes > *target_bytes) {
       // Compile seconds saved per byte, discounted by days unused. Unreadable metadata ranks lowest.
       double seconds = 0;
       auto prefix = fs_->read_file_prefix(entry_path(e.key_hex), k_metadata_prefix_bytes);
@@ -317,7 +319,7 @@ Result<uint64_t> LocalStore::prune_unlocked(uint64_t target_bytes, int64_t older
     const EntryInfo& e = entries[k];
     if (progress) progress(++done, order.size());
     const bool too_old = older_than_seconds > 0 && now - e.mtime_unix > older_than_seconds;
-    const bool over = target_bytes > 0 && size.bytes > target_bytes;
+    const bool over = target_bytes && size.bytes > *target_bytes;
     if (!too_old && !over) continue;
     AOTCACHE_RETURN_IF_ERROR(remove_unlocked(e.key_hex, &size));
     ++removed;
@@ -355,7 +357,8 @@ Result<uint64_t> parse_size(const std::string& text) {
                                                            {"TIB", 1099511627776.0}};
   for (const auto& [name, factor] : k_units) {
     if (unit == name) {
-      const double bytes = number * factor;
+      // Rounded up: a positive size never becomes 0, which would mean "unbounded".
+      const double bytes = std::ceil(number * factor);
       if (!(bytes >= 0) || bytes > 1.8e19) return Status::invalid_argument("size out of range: '" + text + "'");
       return static_cast<uint64_t>(bytes);
     }

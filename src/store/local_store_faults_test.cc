@@ -35,7 +35,7 @@ class StoreFaultTest : public ::testing::Test {
     char tmpl[] = "/tmp/aotcache_fault_test.XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    auto s = LocalStore::open(dir_, &fs_);
+    auto s = LocalStore::open(dir_, StoreOptions{}, &fs_);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     store_ = std::move(*s);
   }
@@ -122,13 +122,13 @@ TEST_F(StoreFaultTest, ReadOnlyDirectoryStillServesHits) {
   const Entry e = make_entry(4, 1000, 1);
   ASSERT_TRUE(store_->put(e).ok());
   fs_.set_fault(Fault::kReadOnly);
-  auto reopened = LocalStore::open(dir_, &fs_);  // an existing layout opens read-only
+  auto reopened = LocalStore::open(dir_, StoreOptions{}, &fs_);  // an existing layout opens read-only
   ASSERT_TRUE(reopened.ok()) << reopened.status().to_string();
   auto got = (*reopened)->get(internal::to_hex(e.key_digest));
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   EXPECT_EQ(**got, e);
   // A missing directory cannot be created there.
-  EXPECT_EQ(LocalStore::open(dir_ + "/sub", &fs_).status().code(), StatusCode::kIOError);
+  EXPECT_EQ(LocalStore::open(dir_ + "/sub", StoreOptions{}, &fs_).status().code(), StatusCode::kIOError);
 }
 
 // Random faults on random operations: whatever happens, a get returns a miss, an error, or exactly the entry

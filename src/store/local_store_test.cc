@@ -201,6 +201,23 @@ TEST_F(LocalStoreTest, EvictsLeastRecentlyUsedBeyondTheBound) {
   EXPECT_EQ(store_->read_counters()->at("evictions"), 2);
 }
 
+// A bound below 10 bytes made the eviction target (90% of it) round to 0, which meant "no target": nothing was
+// ever evicted. Any positive bound is enforced: an entry larger than the bound does not stay.
+TEST_F(LocalStoreTest, TinyBoundIsEnforced) {
+  for (uint64_t bound : {1u, 5u, 9u, 10u, 15u}) {
+    ASSERT_TRUE(store_->clear().ok());
+    ASSERT_TRUE(store_->zero_counters().ok());
+    store_->set_max_size(bound);
+    ASSERT_TRUE(store_->put(entry_with_payload(1, 100)).ok());
+    ASSERT_TRUE(store_->put(entry_with_payload(2, 100)).ok());
+    EXPECT_TRUE(store_->list()->empty()) << "bound " << bound;
+    EXPECT_EQ(store_->size()->bytes, 0u) << "bound " << bound;
+    auto counters = store_->read_counters();
+    ASSERT_TRUE(counters.ok());
+    EXPECT_EQ((*counters)["evictions"], 2) << "bound " << bound;
+  }
+}
+
 TEST_F(LocalStoreTest, PruneByAge) {
   Entry old_entry = entry_with_payload(1, 10), new_entry = entry_with_payload(2, 10);
   ASSERT_TRUE(store_->put(old_entry).ok());
@@ -231,6 +248,9 @@ TEST(ParseSize, UnitsAndErrors) {
   EXPECT_EQ(parse_size("10GiB").value(), 10ULL << 30);
   EXPECT_EQ(parse_size("1.5 gb").value(), 3ULL << 29);
   EXPECT_EQ(parse_size("500M").value(), 500ULL << 20);
+  EXPECT_EQ(parse_size("0").value(), 0u);
+  EXPECT_EQ(parse_size("0.5").value(), 1u);  // a positive size never rounds to 0 ("unbounded")
+  EXPECT_EQ(parse_size("0.1K").value(), 103u);
   EXPECT_FALSE(parse_size("ten").ok());
   EXPECT_FALSE(parse_size("10X").ok());
   EXPECT_FALSE(parse_size("-1G").ok());
@@ -286,7 +306,7 @@ TEST_F(LocalStoreTest, CorruptEntryIsQuarantinedCountedAndBounded) {
 
 TEST_F(LocalStoreTest, LedgerKeepsTheTotalWithoutScanning) {
   FaultInjectingFileSystem counting(default_file_system());
-  auto s = LocalStore::open(dir_, &counting);
+  auto s = LocalStore::open(dir_, StoreOptions{}, &counting);
   ASSERT_TRUE(s.ok());
   LocalStore& store = **s;
   store.set_max_size(1ULL << 30);

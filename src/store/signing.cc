@@ -1,7 +1,6 @@
-// Parsing of $AOTCACHE_SIGNING_KEY. The MAC itself is computed and checked by the entry format (entry_format.cc).
+// Parsing of signing keys (the text of $AOTCACHE_SIGNING_KEY and $AOTCACHE_SIGNING_KEYS_ACCEPTED, read by the edges).
+// The MAC itself is computed and checked by the entry format (entry_format.cc).
 #include "aotcache/signing.h"
-
-#include <cstdlib>
 
 namespace aotcache {
 
@@ -42,12 +41,26 @@ Result<SigningKeys> parse_signing_keys(const std::string& text) {
   return out;
 }
 
-Result<SigningKeys> signing_keys_from_environment() {
-  const char* text = std::getenv("AOTCACHE_SIGNING_KEY");
-  if (text == nullptr || *text == '\0') return SigningKeys{};
-  Result<SigningKeys> keys = parse_signing_keys(text);
-  if (!keys.ok()) return Status::invalid_argument("AOTCACHE_SIGNING_KEY: " + keys.status().message());
-  return keys;
+Result<SigningKeys> make_signing_keys(const std::string& signing, const std::vector<std::string>& accepted) {
+  Result<SigningKeys> out = parse_signing_keys(signing);
+  if (!out.ok()) return out.status();
+  const bool has_signer = out->enabled();
+  for (size_t k = 0; k < accepted.size(); ++k) {
+    const std::string where = accepted.size() > 1 ? "accepted keys #" + std::to_string(k + 1) : "accepted keys";
+    Result<SigningKeys> more = parse_signing_keys(accepted[k]);
+    if (!more.ok()) return Status::invalid_argument(where + ": " + more.status().message());
+    for (SigningKey& key : more->keys) {
+      if (const SigningKey* known = out->find(key.id); known != nullptr) {
+        if (known->secret == key.secret) continue;  // the signing key listed among the accepted ones too
+        return Status::invalid_argument(where + ": id '" + key.id + "' is listed with another secret");
+      }
+      out->keys.push_back(std::move(key));
+    }
+  }
+  if (!has_signer && out->enabled()) {
+    return Status::invalid_argument("accepted keys without a signing key");
+  }
+  return out;
 }
 
 }  // namespace aotcache

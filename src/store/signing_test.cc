@@ -84,7 +84,7 @@ TEST(SignedEntry, RoundTripAndGoldenVector) {
             "1");
   const std::string mac = bytes.substr(bytes.size() - 64, 32);
   EXPECT_EQ(mac, internal::hmac_sha256("0123456789abcdef-secret-a", std::string_view(bytes).substr(0, sig_at)));
-  EXPECT_EQ(internal::to_hex(mac), "067e866b61c856512cbd6e7b3e2aee2b73459d54ffb15d1c4c64c7986766494f");
+  EXPECT_EQ(internal::to_hex(mac), "2a441104d905b4c17185a74c6701b4a52af531ac0359cf23fadaa18ff2a59bc4");
   // A reader without keys still reads a signed entry.
   EXPECT_TRUE(decode_entry(bytes).ok());
 }
@@ -191,47 +191,152 @@ TEST(SignedEntry, SignatureMustBeTheLastSection) {
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
 }
 
+TEST(SigningKeys, SigningKeyThenAcceptedKeys) {
+  auto k = make_signing_keys(k_key_b, {k_key_a});
+  ASSERT_TRUE(k.ok()) << k.status().to_string();
+  ASSERT_EQ(k->keys.size(), 2u);
+  EXPECT_EQ(k->keys[0].id, "b");  // signs
+  EXPECT_EQ(k->keys[1].id, "a");  // verifies only
+  // Several items per text, as in parse_signing_keys; an accepted key equal to one already listed counts once.
+  auto dup = make_signing_keys(k_key_b, {std::string(k_key_a) + "," + k_key_b, k_key_a});
+  ASSERT_TRUE(dup.ok()) << dup.status().to_string();
+  EXPECT_EQ(dup->keys.size(), 2u);
+  EXPECT_FALSE(make_signing_keys("", {}).value().enabled());
+  EXPECT_FALSE(make_signing_keys("", {"", ""}).value().enabled());
+  struct Bad {
+    std::string signing;
+    std::vector<std::string> accepted;
+  };
+  for (const Bad& bad : std::vector<Bad>{{"", {k_key_a}},                                     // verify-only
+                                         {k_key_a, {"a:0123456789abcdef-secret-x"}},          // one id, two secrets
+                                         {k_key_a, {"b:short"}},                              // malformed accepted
+                                         {"a:0123456789abcdef-secret-a,", {}},                // malformed signing
+                                         {k_key_a, {"b:0123456789abcdef-secret-b,junk"}}}) {  // malformed item
+    auto r = make_signing_keys(bad.signing, bad.accepted);
+    ASSERT_FALSE(r.ok()) << bad.signing;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message().find("0123456789abcdef"), std::string::npos) << r.status().message();
+  }
+}
+
 class SignedStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/aotcache_signing_test.XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    auto s = LocalStore::open(dir_);
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    store_ = std::move(*s);
+    store_ = open_with(SigningKeys{});
   }
   void TearDown() override { ASSERT_EQ(std::system(("rm -rf " + dir_).c_str()), 0); }
+  std::unique_ptr<LocalStore> open_with(SigningKeys signing) {
+    StoreOptions options;
+    options.signing = std::move(signing);
+    auto s = LocalStore::open(dir_, options);
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  int64_t counter(LocalStore& store, const std::string& name) {
+    auto c = store.read_counters();
+    return c.ok() ? (*c)[name] : -1;
+  }
   std::string dir_;
   std::unique_ptr<LocalStore> store_;
 };
 
-TEST_F(SignedStoreTest, UnsignedEntryIsRefusedAndQuarantined) {
+// An entry the store cannot authenticate is untrusted, not corrupt: another key set's entry (a rotation in
+// progress, two clusters sharing a directory) must survive for the readers that accept it.
+TEST_F(SignedStoreTest, UnsignedEntryIsUntrustedAndLeftInPlace) {
   const Entry e = sample_entry();
   const std::string key = internal::to_hex(e.key_digest);
   ASSERT_TRUE(store_->put(e).ok());  // written unsigned
-  store_->set_signing_keys(keys(k_key_a));
-  auto got = store_->get(key);
+  const std::string unsigned_bytes = store_->read_entry_file(key).value().value();
+  auto signed_store = open_with(keys(k_key_a));
+  auto got = signed_store->get(key);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kUnauthenticated);
-  EXPECT_EQ(store_->list_quarantine().value().size(), 1u);
-  EXPECT_FALSE(store_->get(key).value().has_value());  // moved aside: a miss now
-  // Signed puts are served; put_encoded refuses unsigned bytes and writes nothing.
-  ASSERT_TRUE(store_->put(e).ok());
-  EXPECT_TRUE(store_->get(key).value().has_value());
+  EXPECT_EQ(signed_store->peek(key).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(signed_store->check_entry(key).code(), StatusCode::kUnauthenticated);
+  EXPECT_TRUE(signed_store->list_quarantine().value().empty());
+  EXPECT_EQ(signed_store->read_entry_file(key).value(), unsigned_bytes);  // untouched
+  EXPECT_EQ(counter(*signed_store, "corrupt"), 0);
+  EXPECT_TRUE(store_->get(key).value().has_value());  // a reader without keys still reads it
+  // put_encoded refuses unsigned bytes and writes nothing.
   ASSERT_TRUE(store_->remove(key).ok());
-  auto imported = store_->put_encoded(encode_entry(e).value());
+  auto imported = signed_store->put_encoded(unsigned_bytes);
   ASSERT_FALSE(imported.ok());
   EXPECT_EQ(imported.status().code(), StatusCode::kUnauthenticated);
-  EXPECT_FALSE(store_->read_entry_file(key).value().has_value());
+  EXPECT_FALSE(signed_store->read_entry_file(key).value().has_value());
+  // Signed puts are served.
+  ASSERT_TRUE(signed_store->put(e).ok());
+  EXPECT_TRUE(signed_store->get(key).value().has_value());
 }
 
-TEST(SignedStoreOpen, MalformedEnvironmentKeyFailsOpen) {
+TEST_F(SignedStoreTest, AnotherKeysEntryIsUntrustedAndLeftInPlace) {
+  const Entry e = sample_entry();
+  const std::string key = internal::to_hex(e.key_digest);
+  auto store_b = open_with(keys(k_key_b));
+  ASSERT_TRUE(store_b->put(e).ok());
+  auto store_a = open_with(keys(k_key_a));
+  for (int round = 0; round < 2; ++round) {  // a second lookup finds the same file, not a miss
+    auto got = store_a->get(key);
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), StatusCode::kUnauthenticated);
+    EXPECT_NE(got.status().message().find("unknown key id 'b'"), std::string::npos) << got.status().message();
+  }
+  EXPECT_TRUE(store_a->read_entry_file(key).value().has_value());
+  EXPECT_TRUE(store_a->list_quarantine().value().empty());
+  EXPECT_EQ(counter(*store_a, "corrupt"), 0);
+  EXPECT_TRUE(store_b->get(key).value().has_value());  // its owner still reads it
+  // Same id, another secret (a bad HMAC): untrusted as well.
+  auto impostor = open_with(keys("b:0123456789abcdef-secret-x"));
+  EXPECT_EQ(impostor->get(key).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_TRUE(impostor->read_entry_file(key).value().has_value());
+  EXPECT_TRUE(impostor->list_quarantine().value().empty());
+}
+
+TEST_F(SignedStoreTest, AcceptedOldKeyVerifiesAndTheSigningKeySigns) {
+  const Entry e = sample_entry();
+  const std::string key = internal::to_hex(e.key_digest);
+  auto old_store = open_with(keys(k_key_a));
+  ASSERT_TRUE(old_store->put(e).ok());
+  auto rotated = open_with(make_signing_keys(k_key_b, {k_key_a}).value());
+  auto got = rotated->get(key);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ(**got, e);
+  // New entries are signed with the signing key: a reader of the new key alone verifies them.
+  ASSERT_TRUE(rotated->put(e).ok());
+  auto new_only = open_with(keys(k_key_b));
+  EXPECT_TRUE(new_only->get(key).value().has_value());
+  EXPECT_EQ(old_store->get(key).status().code(), StatusCode::kUnauthenticated);
+}
+
+TEST_F(SignedStoreTest, DamagedSignedEntryIsStillCorruptAndQuarantined) {
+  const Entry e = sample_entry();
+  const std::string key = internal::to_hex(e.key_digest);
+  auto store_a = open_with(keys(k_key_a));
+  ASSERT_TRUE(store_a->put(e).ok());
+  std::string bytes = store_a->read_entry_file(key).value().value();
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x01);  // no fresh checksum: damage
+  ASSERT_TRUE(default_file_system()->write_file_atomic(store_a->entry_path(key), bytes, dir_ + "/tmp").ok());
+  EXPECT_EQ(store_a->get(key).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(store_a->list_quarantine().value().size(), 1u);
+  EXPECT_FALSE(store_a->read_entry_file(key).value().has_value());
+  EXPECT_EQ(counter(*store_a, "corrupt"), 1);
+}
+
+TEST(SignedStoreOpen, TheEnvironmentIsNotRead) {
+  // The store takes its keys from StoreOptions only: the edges (CLI, Python settings) read the environment.
   ASSERT_EQ(setenv("AOTCACHE_SIGNING_KEY", "a:short", 1), 0);
+  ASSERT_EQ(setenv("AOTCACHE_EVICTION", "saved-per-byte", 1), 0);
   auto s = LocalStore::open("/tmp/aotcache_signing_open_test");
   ASSERT_EQ(unsetenv("AOTCACHE_SIGNING_KEY"), 0);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(unsetenv("AOTCACHE_EVICTION"), 0);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_FALSE((*s)->signing_keys().enabled());
+  EXPECT_EQ((*s)->eviction_policy(), EvictionPolicy::kLru);
+  EXPECT_EQ((*s)->max_size(), k_default_max_size);
+  ASSERT_EQ(std::system("rm -rf /tmp/aotcache_signing_open_test"), 0);
 }
 
 }  // namespace

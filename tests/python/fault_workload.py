@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 
 import torch
@@ -29,10 +28,11 @@ class _Collect(logging.Handler):
 
 def main() -> None:
     if len(sys.argv) > 1:
-        from aotcache import _core, backend
+        from aotcache import _core, backend, settings
 
-        cache_dir = os.environ["AOTCACHE_DIR"]
-        backend._stores[cache_dir] = _core.LocalStore.open_with_fault(cache_dir, sys.argv[1])
+        cfg = settings.current()
+        store = _core.LocalStore.open_with_fault(cfg.cache_dir, sys.argv[1], **settings.store_options(cfg))
+        backend._stores[backend.store_id(cfg)] = store
     logging.getLogger("aotcache").addHandler(_Collect())
     logging.getLogger("aotcache").setLevel(logging.DEBUG)
     torch.manual_seed(0)

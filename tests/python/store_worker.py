@@ -14,7 +14,7 @@ import os
 import random
 import sys
 
-from aotcache import _core
+from aotcache import _core, settings
 
 
 def key_for(slot: int) -> _core.CacheKey:
@@ -37,8 +37,10 @@ def consistent(data: bytes) -> bool:
 def main() -> int:
     directory, mode, seed, iterations = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     rng = random.Random(seed)
-    store = _core.LocalStore.open(directory)
-    store.set_max_size(int(os.environ.get("AOTCACHE_WORKER_MAX_SIZE", "0")))
+    # The options of the settings in force (signing, eviction), with the worker's own bound.
+    options = settings.store_options(settings.current())
+    options["max_size"] = int(os.environ.get("AOTCACHE_WORKER_MAX_SIZE", "0"))
+    store = _core.LocalStore.open(directory, **options)
     keys = [key_for(slot) for slot in range(6)]
     reads = hits = puts = 0
     for _ in range(iterations):

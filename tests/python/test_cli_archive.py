@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from aotcache import _core
 from conftest import assert_bitwise_equal, cli
 
@@ -138,6 +140,57 @@ def test_bad_eviction_policy_is_a_usage_error(tmp_path):
         env=dict(os.environ, AOTCACHE_EVICTION="random"),
     )
     assert proc.returncode == 2 and "saved-per-byte" in proc.stderr
+
+
+KEY_A = "a:0123456789abcdef-secret-a"
+KEY_B = "b:0123456789abcdef-secret-b"
+
+
+def _run_env(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(EXE), *args], capture_output=True, text=True, timeout=120, env=dict(os.environ, **env))
+
+
+def test_untrusted_entries_are_left_in_place(tmp_path):
+    # Two key sets share a directory (a rotation in progress): neither may destroy the other's entries.
+    cache = tmp_path / "c"
+    unsigned = _fill(cache, 2)
+    store_b = _core.LocalStore.open(str(cache), signing_key=KEY_B)
+    store_b.put(key_for(7), payload(random.Random(7), 100), {"compile_seconds": 1.0})
+    before = _entry_files(cache)
+    store_a = _core.LocalStore.open(str(cache), signing_key=KEY_A)
+    for key in [*unsigned, key_for(7).hex]:
+        with pytest.raises(_core.UntrustedEntryError) as raised:
+            store_a.get(key)
+        assert not isinstance(raised.value, _core.CorruptEntryError)
+    assert store_b.get(key_for(7).hex) is not None  # its owner still reads it
+    proc = _run_env({"AOTCACHE_SIGNING_KEY": KEY_A}, "--dir", str(cache), "verify", "--fix")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3 entries checked, 0 bad, 0 quarantined, 3 untrusted" in proc.stdout
+    assert proc.stdout.count("  untrusted: ") == 3 and "left in place" in proc.stdout
+    # An accepted key verifies: the old key's entry passes, the unsigned ones stay untrusted.
+    proc = _run_env(
+        {"AOTCACHE_SIGNING_KEY": KEY_A, "AOTCACHE_SIGNING_KEYS_ACCEPTED": KEY_B}, "--dir", str(cache), "verify"
+    )
+    assert proc.returncode == 0 and ", 2 untrusted" in proc.stdout, proc.stdout
+    assert _entry_files(cache) == before and not (cache / "quarantine").exists()
+    assert store_a.quarantined() == [] and "corrupt" not in store_a.read_counters()
+    # A malformed key is a usage error, and never printed.
+    proc = _run_env({"AOTCACHE_SIGNING_KEYS_ACCEPTED": "b:0123456789abcdef-secret-x"}, "--dir", str(cache), "ls")
+    assert proc.returncode == 2 and "without a signing key" in proc.stderr and "secret-x" not in proc.stderr
+
+
+def test_tiny_bounds_are_enforced(tmp_path):
+    cache = tmp_path / "c"
+    _fill(cache, 3, size=100)
+    assert "removed 3 entries" in cli(cache, "prune", "--max-size", "5")
+    _fill(cache, 3, size=100)
+    proc = _run_env({"AOTCACHE_MAX_SIZE": "5"}, "--dir", str(cache), "prune")
+    assert proc.returncode == 0 and "removed 3 entries" in proc.stdout, proc.stdout + proc.stderr
+    # The store's own bound after each put: a bound below 10 bytes used to evict nothing (90% of it was 0).
+    for bound in (1, 5, 9):
+        store = _core.LocalStore.open(str(cache), max_size=bound)
+        store.put(key_for(1), payload(random.Random(1), 100), {})
+        assert store.list() == [] and store.size() == (0, 0), bound
 
 
 def test_imported_cache_hits_in_a_fresh_process(tmp_path, run_fresh, cache_dir):

@@ -3,6 +3,7 @@ validation, and what the remote tier opens from them. In-process, no compile."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -21,6 +22,11 @@ def clean(monkeypatch):
         "AOTCACHE_REMOTE_LEASE",
         "AOTCACHE_MAX_SIZE",
         "AOTCACHE_ISA_PROBE_MEMO",
+        "AOTCACHE_DISABLE",
+        "AOTCACHE_KERNELS",
+        "AOTCACHE_EVICTION",
+        "AOTCACHE_SIGNING_KEY",
+        "AOTCACHE_SIGNING_KEYS_ACCEPTED",
     ]:
         monkeypatch.delenv(name, raising=False)
     settings.reset()
@@ -123,3 +129,136 @@ def test_parse_seconds():
     for bad in ("", "-1", "1y", "nan", "inf"):
         with pytest.raises(ValueError):
             settings.parse_seconds(bad)
+
+
+KEY_A = "a:0123456789abcdef-secret-a"
+KEY_B = "b:0123456789abcdef-secret-b"
+KEY_C = "c:0123456789abcdef-secret-c"
+
+
+def test_store_options_default_to_the_documented_defaults(tmp_path):
+    s = aotcache.current_settings()
+    assert (s.eviction, s.signing_key, s.accepted_keys) == ("lru", None, ())
+    assert settings.store_options(s) == {
+        "max_size": _core.DEFAULT_MAX_SIZE,
+        "eviction": "lru",
+        "signing_key": None,
+        "accepted_keys": [],
+    }
+    store = settings.open_store(dataclasses.replace(s, cache_dir=str(tmp_path)))
+    assert (store.max_size, store.eviction, store.signing_key_ids) == (_core.DEFAULT_MAX_SIZE, "lru", [])
+    plain = _core.LocalStore.open(str(tmp_path))  # the binding's defaults are the same
+    assert (plain.max_size, plain.eviction, plain.signing_key_ids) == (_core.DEFAULT_MAX_SIZE, "lru", [])
+
+
+def test_environment_sets_the_store_options(monkeypatch, tmp_path):
+    monkeypatch.setenv("AOTCACHE_MAX_SIZE", "5")
+    monkeypatch.setenv("AOTCACHE_EVICTION", "saved-per-byte")
+    monkeypatch.setenv("AOTCACHE_SIGNING_KEY", KEY_B)
+    monkeypatch.setenv("AOTCACHE_SIGNING_KEYS_ACCEPTED", f"{KEY_A},{KEY_C}")
+    s = aotcache.current_settings()
+    assert (s.max_size, s.eviction, s.signing_key, s.accepted_keys) == (5, "saved-per-byte", KEY_B, (KEY_A, KEY_C))
+    store = _core.LocalStore.open(str(tmp_path), **settings.store_options(s))
+    assert (store.max_size, store.eviction, store.signing_key_ids) == (5, "saved-per-byte", ["b", "a", "c"])
+    # Secrets never show in the settings' repr (configure() returns them, users print them).
+    assert "secret" not in repr(s) and "secret" not in str(aotcache.configure())
+
+
+def test_the_older_key_list_spelling_signs_with_its_first_key(monkeypatch):
+    monkeypatch.setenv("AOTCACHE_SIGNING_KEY", f"{KEY_B},{KEY_A}")
+    monkeypatch.setenv("AOTCACHE_SIGNING_KEYS_ACCEPTED", KEY_C)
+    s = aotcache.current_settings()
+    assert (s.signing_key, s.accepted_keys) == (KEY_B, (KEY_A, KEY_C))
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"AOTCACHE_SIGNING_KEY": "a:short"},
+        {"AOTCACHE_SIGNING_KEY": f"{KEY_A},"},
+        {"AOTCACHE_SIGNING_KEY": KEY_A, "AOTCACHE_SIGNING_KEYS_ACCEPTED": "b:short"},
+        {"AOTCACHE_SIGNING_KEY": KEY_A, "AOTCACHE_SIGNING_KEYS_ACCEPTED": "a:0123456789abcdef-other-secret"},
+        {"AOTCACHE_SIGNING_KEYS_ACCEPTED": KEY_A},  # verify-only: its own entries would be refused
+    ],
+)
+def test_unusable_signing_keys_fail_closed(monkeypatch, caplog, tmp_path, env):
+    # Ignoring a malformed key would silently turn signing (and verification) off: the values are kept, warned
+    # about once, and no store opens with them, so the cache is not used at all.
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    from aotcache import counters
+
+    counters.reset()
+    with caplog.at_level(logging.DEBUG, logger="aotcache"):
+        s = aotcache.current_settings()
+        aotcache.current_settings()
+    warnings = [r.message for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "AOTCACHE_SIGNING_KEY" in warnings[0], warnings
+    assert s.signing_key is not None or s.accepted_keys
+    with pytest.raises(_core.CacheError) as raised:
+        settings.open_store(dataclasses.replace(s, cache_dir=str(tmp_path)))
+    assert "0123456789abcdef" not in str(raised.value) + warnings[0]  # no secret in any message
+
+
+def test_malformed_eviction_is_reported_once_and_the_default_used(monkeypatch, caplog):
+    monkeypatch.setenv("AOTCACHE_EVICTION", "random")
+    from aotcache import counters
+
+    counters.reset()
+    with caplog.at_level(logging.DEBUG, logger="aotcache"):
+        assert aotcache.current_settings().eviction == "lru"
+        aotcache.current_settings()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "AOTCACHE_EVICTION" in r.message]
+    assert len(warnings) == 1
+
+
+def test_configure_eviction_and_tiny_bounds():
+    assert aotcache.configure(eviction="saved-per-byte").eviction == "saved-per-byte"
+    assert aotcache.configure(max_size=5).max_size == 5  # enforced by the store, however small
+    assert aotcache.configure(max_size="0.5").max_size == 1  # rounded up: never 0 ("unbounded")
+    before = aotcache.current_settings()
+    for bad in ({"eviction": "random"}, {"max_size": -1}, {"max_size": 1.5}, {"max_size": True}):
+        with pytest.raises(ValueError):
+            aotcache.configure(**bad)
+    assert aotcache.current_settings() == before
+
+
+def test_default_cache_dir_is_computed_from_the_environment(monkeypatch):
+    assert _core.default_cache_dir("/a", "/x", "/h") == "/a"
+    assert _core.default_cache_dir("", "/x", "/h") == "/x/aotcache"
+    assert _core.default_cache_dir("", "", "/h") == "/h/.cache/aotcache"
+    assert _core.default_cache_dir("", "", "") == "/tmp/.cache/aotcache"
+    monkeypatch.delenv("AOTCACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere")
+    assert aotcache.current_settings().cache_dir == "/somewhere/aotcache"
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "default"),
+    [
+        ("AOTCACHE_DISABLE", "enabled", True),
+        ("AOTCACHE_KERNELS", "kernels", True),
+        ("AOTCACHE_ISA_PROBE_MEMO", "isa_probe_memo", True),
+    ],
+)
+def test_malformed_booleans_are_reported_once_and_the_default_used(monkeypatch, caplog, name, field, default):
+    # Before: AOTCACHE_DISABLE=perhaps or AOTCACHE_KERNELS=maybe were silently read as one value or the other.
+    aotcache.reset_stats()
+    monkeypatch.setenv(name, "perhaps")
+    with caplog.at_level(logging.DEBUG, logger="aotcache"):
+        first, second = aotcache.current_settings(), aotcache.current_settings()
+    assert getattr(first, field) == getattr(second, field) == default
+    warnings = [r.message for r in caplog.records if r.levelno == logging.WARNING and name in r.message]
+    assert len(warnings) == 1 and "perhaps" in warnings[0], warnings
+    for spelling, value in (("YES", True), ("off", False), ("1", True), ("false", False)):
+        monkeypatch.setenv(name, spelling)
+        assert settings._env_bool(name, not value) == value
+
+
+def test_readonly_remote_flag_is_validated_too(monkeypatch, caplog):
+    aotcache.reset_stats()
+    monkeypatch.setenv("AOTCACHE_REMOTE", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("AOTCACHE_REMOTE_READONLY", "sometimes")
+    with caplog.at_level(logging.WARNING, logger="aotcache"):
+        assert aotcache.current_settings().remote.readonly is False
+    assert any("AOTCACHE_REMOTE_READONLY" in r.message for r in caplog.records)
