@@ -54,6 +54,15 @@ struct Value {
   bool operator==(const Value&) const = default;
 };
 
+// The autograd base of a view (`Tensor._base`): what AOTAutograd regenerates aliased, mutated inputs from.
+struct AliasBase {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t storage_offset = 0;
+
+  bool operator==(const AliasBase&) const = default;
+};
+
 // Metadata of a tensor: a graph input or a constant.
 struct TensorMeta {
   std::string dtype;   // "float32"
@@ -72,7 +81,15 @@ struct TensorMeta {
   std::vector<std::string> size_exprs;
   std::vector<std::string> stride_exprs;
   std::string storage_offset_expr;
+  // Graph inputs that share one storage (overlapping views of one base, a tensor and its view): when one of them is
+  // mutated AOTAutograd compiles other code for them (a synthetic base: the common `_base`, else the whole storage).
+  // `alias_group` numbers the shared storages by first appearance among the inputs; -1 for an input that shares its
+  // storage with no other input (the two fields below then keep their defaults) and for constants.
+  int32_t alias_group = -1;
+  int64_t alias_storage_nbytes = 0;     // size of the shared storage
+  std::optional<AliasBase> alias_base;  // the input's `_base` when it is a view
 
+  bool is_aliased() const { return alias_group != -1 || alias_storage_nbytes != 0 || alias_base.has_value(); }
   bool is_symbolic() const { return !size_exprs.empty(); }
   bool operator==(const TensorMeta&) const = default;
 };

@@ -13,7 +13,7 @@
 namespace aotcache {
 
 // Version of the canonical encoding and of the component set (docs/key-encoding.md). Bump on any change.
-constexpr uint32_t k_key_schema_version = 1;
+constexpr uint32_t k_key_schema_version = 2;
 
 // Everything that enters the key. The dict-valued components are Value::dict with string keys.
 struct KeyInputs {

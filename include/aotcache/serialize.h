@@ -15,8 +15,9 @@
 namespace aotcache {
 
 // Major: a reader refuses a newer major (Unsupported). Minor: additions an older reader of the same major can
-// skip (new optional sections); a reader accepts any minor of its major.
-constexpr uint16_t k_graph_format_major = 1;
+// skip (new optional sections); a reader accepts any minor of its major, and every older major (v1.x: no alias
+// records; v2.0 added them).
+constexpr uint16_t k_graph_format_major = 2;
 constexpr uint16_t k_graph_format_minor = 0;
 constexpr std::string_view k_graph_magic = "AOTG";
 

@@ -103,6 +103,23 @@ def storage_groups(inputs: Sequence[Any]) -> list[int]:
     return groups
 
 
+def check_state_aliasing(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
+    """Raises Bypass when a parameter or buffer the compile lifts (get_attr state) shares a storage with another
+    lifted tensor or with an input: AOTAutograd would see aliased inputs that the key's storage groups, which cover
+    the graph inputs only, do not describe (a view of a weight passed as an input, a tied weight lifted twice)."""
+    state = [
+        *dict(gm.named_parameters(remove_duplicate=False)).values(),
+        *dict(gm.named_buffers(remove_duplicate=False)).values(),
+    ]
+    if not state:
+        return
+    groups = storage_groups([*state, *example_inputs])
+    if any(g >= 0 for g in groups[: len(state)]):
+        raise Bypass(
+            "aliased_state", "a lifted parameter or buffer shares its storage with another input of the compile"
+        )
+
+
 def _alias_fields(t: torch.Tensor, group: int) -> dict[str, Any] | None:
     """TensorMeta's alias fields of an input in storage group `group`: AOTAutograd regenerates mutated aliased
     inputs from a synthetic base, the inputs' common `_base` or else the whole storage, so both are keyed."""

@@ -162,7 +162,8 @@ TensorMeta make_tensor_meta(std::string dtype, std::string device, std::vector<i
                             std::vector<int64_t> strides, int64_t storage_offset, bool requires_grad,
                             std::string layout, bool is_pinned, std::string tensor_type, bool is_inference,
                             std::vector<std::string> size_exprs, std::vector<std::string> stride_exprs,
-                            std::string storage_offset_expr) {
+                            std::string storage_offset_expr, int32_t alias_group, int64_t alias_storage_nbytes,
+                            std::optional<std::tuple<std::vector<int64_t>, std::vector<int64_t>, int64_t>> alias_base) {
   TensorMeta m;
   m.dtype = std::move(dtype);
   m.device = std::move(device);
@@ -177,6 +178,12 @@ TensorMeta make_tensor_meta(std::string dtype, std::string device, std::vector<i
   m.size_exprs = std::move(size_exprs);
   m.stride_exprs = std::move(stride_exprs);
   m.storage_offset_expr = std::move(storage_offset_expr);
+  m.alias_group = alias_group;
+  m.alias_storage_nbytes = alias_storage_nbytes;
+  if (alias_base.has_value()) {
+    auto& [base_sizes, base_strides, base_offset] = *alias_base;
+    m.alias_base = AliasBase{std::move(base_sizes), std::move(base_strides), base_offset};
+  }
   return m;
 }
 
@@ -287,6 +294,18 @@ LoadedEntry loaded_entry(const std::string& key, const Entry& e) {
                      component_values_dict(e.component_values)};
 }
 
+// LocalStore.open's keywords -> StoreOptions. CacheError (InvalidArgument) for an unknown policy or malformed keys;
+// the message never contains a secret.
+StoreOptions store_options(uint64_t max_size, const std::string& eviction,
+                           const std::optional<std::string>& signing_key,
+                           const std::vector<std::string>& accepted_keys) {
+  StoreOptions o;
+  o.max_size = max_size;
+  o.eviction = unwrap(parse_eviction_policy(eviction));
+  o.signing = unwrap(make_signing_keys(signing_key.value_or(""), accepted_keys));
+  return o;
+}
+
 }  // namespace
 }  // namespace aotcache
 
@@ -305,8 +324,8 @@ NB_MODULE(_core, m) {
   g_cache_io_error = PyErr_NewException("aotcache._core.CacheIOError", g_cache_error, nullptr);
   g_unencodable_error = PyErr_NewException("aotcache._core.UnencodableError", g_cache_error, nullptr);
   g_incompatible_entry_error = PyErr_NewException("aotcache._core.IncompatibleEntryError", g_cache_error, nullptr);
-  // A subclass of CorruptEntryError: callers that recompile a corrupt entry treat an unsigned one alike.
-  g_untrusted_entry_error = PyErr_NewException("aotcache._core.UntrustedEntryError", g_corrupt_entry_error, nullptr);
+  // Not a CorruptEntryError: an entry not signed by an accepted key is left in place (another key set's, maybe).
+  g_untrusted_entry_error = PyErr_NewException("aotcache._core.UntrustedEntryError", g_cache_error, nullptr);
   g_remote_unavailable_error = PyErr_NewException("aotcache._core.RemoteUnavailableError", g_cache_error, nullptr);
   m.attr("CacheError") = nb::handle(g_cache_error);
   m.attr("CorruptEntryError") = nb::handle(g_corrupt_entry_error);
@@ -351,10 +370,17 @@ NB_MODULE(_core, m) {
       .def(nb::new_(&make_tensor_meta), "dtype"_a, "device"_a, "sizes"_a, "strides"_a, "storage_offset"_a = 0,
            "requires_grad"_a = false, "layout"_a = "strided", "is_pinned"_a = false, "tensor_type"_a = "Tensor",
            "is_inference"_a = false, "size_exprs"_a = std::vector<std::string>{},
-           "stride_exprs"_a = std::vector<std::string>{}, "storage_offset_expr"_a = "")
+           "stride_exprs"_a = std::vector<std::string>{}, "storage_offset_expr"_a = "", "alias_group"_a = -1,
+           "alias_storage_nbytes"_a = 0, "alias_base"_a.none() = nb::none())
       .def_ro("dtype", &TensorMeta::dtype)
       .def_ro("sizes", &TensorMeta::sizes)
-      .def_ro("requires_grad", &TensorMeta::requires_grad);
+      .def_ro("requires_grad", &TensorMeta::requires_grad)
+      .def_ro("alias_group", &TensorMeta::alias_group)
+      .def_ro("alias_storage_nbytes", &TensorMeta::alias_storage_nbytes)
+      .def_prop_ro("alias_base", [](const TensorMeta& t) -> nb::object {
+        if (!t.alias_base.has_value()) return nb::none();
+        return nb::make_tuple(t.alias_base->sizes, t.alias_base->strides, t.alias_base->storage_offset);
+      });
 
   nb::class_<Graph>(m, "Graph")
       .def(nb::init<>())
@@ -521,7 +547,25 @@ NB_MODULE(_core, m) {
         return differing_components(manifest_from_rows(a), manifest_from_rows(b));
       },
       "a"_a, "b"_a);
-  m.def("default_cache_dir", &default_cache_dir);
+  m.def(
+      "default_cache_dir",
+      [](const std::string& aotcache_dir, const std::string& xdg_cache_home, const std::string& home) {
+        return default_cache_dir(aotcache_dir, xdg_cache_home, home);
+      },
+      "aotcache_dir"_a, "xdg_cache_home"_a, "home"_a,
+      "The default cache directory from the values of AOTCACHE_DIR, XDG_CACHE_HOME and HOME ('' = unset).");
+  m.def(
+      "signing_key_ids",
+      [](const std::optional<std::string>& signing_key, const std::vector<std::string>& accepted_keys) {
+        std::vector<std::string> ids;
+        for (const SigningKey& k : unwrap(make_signing_keys(signing_key.value_or(""), accepted_keys)).keys) {
+          ids.push_back(k.id);
+        }
+        return ids;
+      },
+      "signing_key"_a, "accepted_keys"_a = std::vector<std::string>(),
+      "The key ids a store opened with these keys uses (the first signs; [] = signing off). Raises CacheError for "
+      "malformed keys (the message never contains a secret).");
   m.def(
       "parse_size", [](const std::string& text) { return unwrap(parse_size(text)); }, "text"_a,
       "'10G', '500M', '4096' -> bytes (binary units). Raises CacheError.");
@@ -573,22 +617,32 @@ NB_MODULE(_core, m) {
 
   nb::class_<LocalStore>(m, "LocalStore")
       .def_static(
-          "open", [](const std::string& dir) { return unwrap(LocalStore::open(dir)); }, "dir"_a,
-          "Opens (creating when missing) a cache directory. Raises CacheIOError.")
+          "open",
+          [](const std::string& dir, uint64_t max_size, const std::string& eviction,
+             const std::optional<std::string>& signing_key, const std::vector<std::string>& accepted_keys) {
+            return unwrap(LocalStore::open(dir, store_options(max_size, eviction, signing_key, accepted_keys)));
+          },
+          "dir"_a, nb::kw_only(), "max_size"_a = k_default_max_size, "eviction"_a = "lru", "signing_key"_a = nb::none(),
+          "accepted_keys"_a = std::vector<std::string>(),
+          "Opens (creating when missing) a cache directory with these options (settings.store_options builds them "
+          "from the settings). Raises CacheIOError, or CacheError for an unknown policy or malformed keys.")
       .def_static(
           "open_with_fault",
-          [](const std::string& dir, const std::string& fault) {
+          [](const std::string& dir, const std::string& fault, uint64_t max_size, const std::string& eviction,
+             const std::optional<std::string>& signing_key, const std::vector<std::string>& accepted_keys) {
             // Test hook: the store runs over a fault-injecting file system that lives as long as the process
             // (a few per test process; never used by the backend itself).
             static std::vector<std::unique_ptr<FaultInjectingFileSystem>> k_file_systems;
             auto parsed = unwrap(parse_fault(fault));
             k_file_systems.push_back(std::make_unique<FaultInjectingFileSystem>(default_file_system()));
             FaultInjectingFileSystem* fs = k_file_systems.back().get();
-            auto store = unwrap(LocalStore::open(dir, fs));
+            auto store =
+                unwrap(LocalStore::open(dir, store_options(max_size, eviction, signing_key, accepted_keys), fs));
             fs->set_fault(parsed);
             return store;
           },
-          "dir"_a, "fault"_a,
+          "dir"_a, "fault"_a, nb::kw_only(), "max_size"_a = k_default_max_size, "eviction"_a = "lru",
+          "signing_key"_a = nb::none(), "accepted_keys"_a = std::vector<std::string>(),
           "For tests: opens the directory without faults, then injects `fault` into every later call (enospc, "
           "erofs, eacces, fsync, rename, short_read, corrupt_read). Raises CacheError for an unknown fault.")
       .def_prop_ro("dir", &LocalStore::dir)
@@ -617,7 +671,10 @@ NB_MODULE(_core, m) {
             if (!e) return std::nullopt;
             return loaded_entry(key, *e);
           },
-          "key"_a, "The verified entry, or None on a miss. Raises CorruptEntryError or CacheIOError.")
+          "key"_a,
+          "The verified entry, or None on a miss. Raises CorruptEntryError (the file is quarantined), "
+          "UntrustedEntryError (not signed by an accepted key: left in place), IncompatibleEntryError or "
+          "CacheIOError.")
       .def(
           "peek",
           [](LocalStore& s, const std::string& key) -> std::optional<LoadedEntry> {
@@ -682,6 +739,17 @@ NB_MODULE(_core, m) {
       .def("clear", [](LocalStore& s) { check(s.clear()); })
       .def("set_max_size", &LocalStore::set_max_size, "bytes"_a, "Bound for LRU eviction after each put; 0 = none.")
       .def_prop_ro("max_size", &LocalStore::max_size)
+      .def_prop_ro(
+          "eviction",
+          [](const LocalStore& s) { return s.eviction_policy() == EvictionPolicy::kLru ? "lru" : "saved-per-byte"; })
+      .def_prop_ro(
+          "signing_key_ids",
+          [](const LocalStore& s) {
+            std::vector<std::string> ids;
+            for (const SigningKey& k : s.signing_keys().keys) ids.push_back(k.id);
+            return ids;
+          },
+          "Ids of the keys in force (the first signs); [] when signing is off.")
       .def(
           "prune",
           [](LocalStore& s, uint64_t target_bytes, int64_t older_than_seconds) {

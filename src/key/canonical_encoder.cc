@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <string>
 
 namespace aotcache::internal {
 
@@ -211,15 +213,79 @@ Status encode_symbolic_tensor_meta(const TensorMeta& m, ByteWriter* out) {
 
 }  // namespace
 
+Result<std::vector<int32_t>> canonical_alias_groups(const std::vector<InputMeta>& inputs) {
+  struct Group {
+    int32_t canonical;
+    int64_t nbytes;
+    size_t members;
+  };
+  std::map<int32_t, Group> groups;
+  std::vector<int32_t> out(inputs.size(), -1);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!inputs[k].tensor.has_value()) continue;
+    const TensorMeta& m = *inputs[k].tensor;
+    auto invalid = [k](const std::string& what) {
+      return Status::invalid_argument("input " + std::to_string(k) + what);
+    };
+    if (m.alias_group < -1) return invalid(" has alias group " + std::to_string(m.alias_group));
+    if (m.alias_group == -1) {
+      if (m.is_aliased()) return invalid(" has alias fields but no alias group");
+      continue;
+    }
+    if (m.alias_storage_nbytes <= 0) return invalid(" shares a storage of no bytes");
+    auto [it, added] = groups.try_emplace(m.alias_group, Group{static_cast<int32_t>(groups.size()), 0, 0});
+    if (added) it->second.nbytes = m.alias_storage_nbytes;
+    if (it->second.nbytes != m.alias_storage_nbytes) {
+      return invalid(" disagrees with its alias group on the storage size");
+    }
+    ++it->second.members;
+    out[k] = it->second.canonical;
+  }
+  for (const auto& [number, group] : groups) {
+    if (group.members < 2) return Status::invalid_argument("alias group " + std::to_string(number) + " has one input");
+  }
+  return out;
+}
+
+namespace {
+
+// 'N' for an input that shares its storage with no other input, else 'A', its canonical group, the storage size and
+// its view base ('V' with the base's sizes, strides and offset, or 'N').
+void encode_alias(const TensorMeta& m, int32_t group, ByteWriter* out) {
+  if (group < 0) {
+    out->u8('N');
+    return;
+  }
+  out->u8('A');
+  out->u32(static_cast<uint32_t>(group));
+  out->i64(m.alias_storage_nbytes);
+  if (!m.alias_base.has_value()) {
+    out->u8('N');
+    return;
+  }
+  out->u8('V');
+  out->u32(static_cast<uint32_t>(m.alias_base->sizes.size()));
+  for (int64_t s : m.alias_base->sizes) out->i64(s);
+  out->u32(static_cast<uint32_t>(m.alias_base->strides.size()));
+  for (int64_t s : m.alias_base->strides) out->i64(s);
+  out->i64(m.alias_base->storage_offset);
+}
+
+}  // namespace
+
 Status encode_inputs(const std::vector<InputMeta>& inputs, ByteWriter* out) {
+  AOTCACHE_ASSIGN_OR_RETURN(const std::vector<int32_t> groups, canonical_alias_groups(inputs));
   out->u32(static_cast<uint32_t>(inputs.size()));
-  for (const InputMeta& in : inputs) {
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const InputMeta& in = inputs[k];
     if (in.tensor.has_value() && in.tensor->is_symbolic()) {
-      out->u8('D');  // schema v1 graphs never carry this tag: static keys are unchanged
+      out->u8('D');
       AOTCACHE_RETURN_IF_ERROR(encode_symbolic_tensor_meta(*in.tensor, out));
+      encode_alias(*in.tensor, groups[k], out);
     } else if (in.tensor.has_value()) {
       out->u8('T');
       encode_tensor_meta(*in.tensor, out);
+      encode_alias(*in.tensor, groups[k], out);
     } else {
       out->u8('S');
       AOTCACHE_RETURN_IF_ERROR(encode_value(in.scalar, 0, out));
@@ -295,6 +361,9 @@ Status encode_graph_at_depth(const Graph& graph, int depth, ByteWriter* out) {
     AOTCACHE_RETURN_IF_ERROR(encode_named_values(n.meta, limit, n.name, "meta key", out));
     out->u8(n.constant_meta.has_value() ? 1 : 0);
     if (n.constant_meta.has_value()) {
+      if (n.constant_meta->is_aliased()) {
+        return Status::invalid_argument("constant " + n.name + " has alias fields: only inputs share storages");
+      }
       encode_tensor_meta(*n.constant_meta, out);
       out->str(n.constant_digest);
     }

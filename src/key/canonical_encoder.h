@@ -31,6 +31,12 @@ enum class ValueTag : uint8_t {
 [[nodiscard]] Status encode_value(const Value& v, int64_t node_limit, ByteWriter* out);
 void encode_tensor_meta(const TensorMeta& m, ByteWriter* out);
 [[nodiscard]] Status encode_inputs(const std::vector<InputMeta>& inputs, ByteWriter* out);
+
+// Each input's alias group renumbered 0, 1, ... by first appearance (-1 stays -1, as for scalars), so that the key
+// holds the partition of the inputs by storage, not the producer's numbers. InvalidArgument for a group number below
+// -1, a group of a single input, a group whose inputs disagree on the storage size or have none, and alias fields
+// on an input outside any group.
+[[nodiscard]] Result<std::vector<int32_t>> canonical_alias_groups(const std::vector<InputMeta>& inputs);
 [[nodiscard]] Status encode_graph(const Graph& graph, ByteWriter* out);
 
 // Reads one value written by encode_value. Bounds-checked, with a nesting limit, so untrusted bytes fail with

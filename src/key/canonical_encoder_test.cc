@@ -96,5 +96,38 @@ TEST(CanonicalEncoder, DecodeRefusesHugeCountsWithoutAllocating) {
   EXPECT_EQ(decode_value(&r, &back).code(), StatusCode::kCorruption);
 }
 
+// docs/key-encoding.md §4.2: inputs sharing a storage carry an alias record after their metadata.
+TEST(CanonicalEncoder, InputsAliasRecordGoldenBytes) {
+  TensorMeta a;  // float32[2] on cpu, in group 3 (keyed as 0) of a 16-byte storage, not a view
+  a.dtype = "float32";
+  a.device = "cpu";
+  a.sizes = {2};
+  a.strides = {1};
+  a.alias_group = 3;
+  a.alias_storage_nbytes = 16;
+  TensorMeta b = a;  // the same storage at offset 2, a view of a float32[4] base
+  b.storage_offset = 2;
+  b.alias_base = AliasBase{{4}, {1}, 0};
+  TensorMeta c = a;  // shares with no other input
+  c.alias_group = -1;
+  c.alias_storage_nbytes = 0;
+  ByteWriter w;
+  ASSERT_TRUE(encode_inputs({InputMeta{a, {}}, InputMeta{b, {}}, InputMeta{c, {}}}, &w).ok());
+  // "Tensor", "float32", "cpu", "strided", sizes [2], strides [1]; then the offset and three flag bytes.
+  const std::string meta =
+      "0600000054656e736f7207000000666c6f617433320300000063707507000000737472696465640100000002000000000000000100"
+      "00000100000000000000";
+  const std::string group0 = "41000000001000000000000000";  // 'A', group 0, a 16-byte storage
+  std::string expected = "03000000";                        // 3 inputs
+  // a: offset 0 and the flags; in group 0, not a view.
+  expected += "54" + meta + "0000000000000000000000" + group0 + "4e";
+  // b: offset 2 and the flags; in group 0, a view ('V') of a base of sizes [4], strides [1], offset 0.
+  expected += "54" + meta + "0200000000000000000000" + group0 + "56";
+  expected += "0100000004000000000000000100000001000000000000000000000000000000";
+  // c: in no group.
+  expected += "54" + meta + "0000000000000000000000" + "4e";
+  EXPECT_EQ(to_hex(w.bytes()), expected);
+}
+
 }  // namespace
 }  // namespace aotcache::internal

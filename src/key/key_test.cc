@@ -21,7 +21,7 @@ std::string key_hex(const KeyInputs& in) {
 TEST(Key, GoldenDigest) {
   Graph g = linear_relu_graph();
   // Recompute only for a deliberate change of the encoding, together with k_key_schema_version and the docs.
-  EXPECT_EQ(key_hex(linear_relu_inputs(&g)), "a29743dc0f813eb1e2c7b2977c7f7b0fb6299732e2ce8b4db45e6aaae43b0f1e");
+  EXPECT_EQ(key_hex(linear_relu_inputs(&g)), "0d5df74b2c996e9299d77f31e3644c27473940abe055d0908a6c2d28d4d63e27");
 }
 
 TEST(Key, ManifestHasEveryComponentInOrder) {
@@ -264,6 +264,105 @@ TEST(Key, SymbolicInputsAreKeyedByExpressionNotByExampleSizes) {
   EXPECT_NE(key_hex(in), k8);
   in.inputs[0].tensor->size_exprs = {"s0"};  // one expression per size, or the IR is malformed
   EXPECT_FALSE(compute_key(in).ok());
+}
+
+}  // namespace
+}  // namespace aotcache
+
+namespace aotcache {
+namespace {
+
+using testing::linear_relu_graph;
+
+std::string alias_key_hex(const KeyInputs& in) {
+  auto k = compute_key(in);
+  EXPECT_TRUE(k.ok()) << (k.ok() ? "" : k.status().to_string());
+  return k.ok() ? k->hex() : "";
+}
+
+// f(a, b) with a and b two views of one storage: AOTAutograd compiles a synthetic base for them when one is mutated,
+// so the same metadata with and without the sharing must not share a key.
+KeyInputs aliased_pair(const Graph* g, int32_t group_a, int32_t group_b) {
+  KeyInputs in = testing::linear_relu_inputs(g);
+  in.inputs = {InputMeta{testing::tensor({6}), {}}, InputMeta{testing::tensor({6}), {}},
+               InputMeta{testing::tensor({32}, true), {}}};
+  in.inputs[1].tensor->storage_offset = 4;
+  for (int k = 0; k < 2; ++k) {
+    TensorMeta& t = *in.inputs[k].tensor;
+    t.alias_group = k == 0 ? group_a : group_b;
+    if (t.alias_group != -1) t.alias_storage_nbytes = 40;
+  }
+  return in;
+}
+
+TEST(Key, InputsSharingAStorageGetAnotherKey) {
+  Graph g = linear_relu_graph();
+  auto shared = compute_key(aliased_pair(&g, 0, 0));
+  auto separate = compute_key(aliased_pair(&g, -1, -1));
+  ASSERT_TRUE(shared.ok()) << shared.status().to_string();
+  ASSERT_TRUE(separate.ok()) << separate.status().to_string();
+  EXPECT_NE(shared->hex(), separate->hex());
+  EXPECT_EQ(differing_components(shared->manifest, separate->manifest), (std::vector<std::string>{"inputs"}));
+  EXPECT_EQ(shared->manifest.find("inputs")->summary,
+            "3 inputs (2 sharing storage): float32[6](alias 0) float32[6](alias 0) float32[32](grad)");
+  EXPECT_EQ(separate->manifest.find("inputs")->summary, "3 inputs: float32[6] float32[6] float32[32](grad)");
+
+  // The size of the shared storage and the views' base: what AOTAutograd's synthetic base is made of.
+  KeyInputs bigger = aliased_pair(&g, 0, 0);
+  for (int k = 0; k < 2; ++k) bigger.inputs[k].tensor->alias_storage_nbytes = 48;
+  EXPECT_NE(alias_key_hex(bigger), shared->hex());
+  KeyInputs based = aliased_pair(&g, 0, 0);
+  for (int k = 0; k < 2; ++k) based.inputs[k].tensor->alias_base = AliasBase{{10}, {1}, 0};
+  EXPECT_NE(alias_key_hex(based), shared->hex());
+  KeyInputs based_2d = based;
+  for (int k = 0; k < 2; ++k) based_2d.inputs[k].tensor->alias_base = AliasBase{{2, 5}, {5, 1}, 0};
+  EXPECT_NE(alias_key_hex(based_2d), alias_key_hex(based));
+}
+
+TEST(Key, AliasGroupsAreKeyedAsAPartitionNotByTheirNumbers) {
+  Graph g = linear_relu_graph();
+  // The same sharing numbered otherwise (other storages, another producer): the same key.
+  EXPECT_EQ(alias_key_hex(aliased_pair(&g, 7, 7)), alias_key_hex(aliased_pair(&g, 0, 0)));
+  // Five inputs, two groups: {0, 3} and {1, 4}, numbered in either order.
+  auto five = [&](int32_t a, int32_t b, int32_t c, int32_t d) {
+    KeyInputs in = aliased_pair(&g, a, b);
+    in.inputs.push_back(in.inputs[0]);
+    in.inputs.push_back(in.inputs[1]);
+    in.inputs[3].tensor->alias_group = c;
+    in.inputs[4].tensor->alias_group = d;
+    return in;
+  };
+  EXPECT_EQ(alias_key_hex(five(0, 1, 0, 1)), alias_key_hex(five(5, 2, 5, 2)));
+  // Another partition of the same inputs, {0, 1} and {3, 4}: another key.
+  EXPECT_NE(alias_key_hex(five(0, 0, 1, 1)), alias_key_hex(five(0, 1, 0, 1)));
+}
+
+TEST(Key, MalformedAliasGroupsAreErrors) {
+  Graph g = linear_relu_graph();
+  auto code = [](const KeyInputs& in) { return compute_key(in).status().code(); };
+  EXPECT_EQ(code(aliased_pair(&g, 0, -1)), StatusCode::kInvalidArgument);   // a group of one input
+  EXPECT_EQ(code(aliased_pair(&g, -2, -2)), StatusCode::kInvalidArgument);  // not a group number
+  KeyInputs stray = aliased_pair(&g, -1, -1);
+  stray.inputs[0].tensor->alias_storage_nbytes = 40;  // alias fields outside a group
+  EXPECT_EQ(code(stray), StatusCode::kInvalidArgument);
+  KeyInputs disagree = aliased_pair(&g, 0, 0);
+  disagree.inputs[1].tensor->alias_storage_nbytes = 48;  // one storage, two sizes
+  EXPECT_EQ(code(disagree), StatusCode::kInvalidArgument);
+  KeyInputs empty = aliased_pair(&g, 0, 0);
+  for (int k = 0; k < 2; ++k) empty.inputs[k].tensor->alias_storage_nbytes = 0;  // zero-size storages never share
+  EXPECT_EQ(code(empty), StatusCode::kInvalidArgument);
+  // Only inputs share storages: a constant with alias fields is malformed.
+  Graph with_constant = linear_relu_graph();
+  Node c;
+  c.name = "c";
+  c.op = NodeOp::kGetAttr;
+  c.target_kind = TargetKind::kAttribute;
+  c.constant_meta = testing::tensor({2});
+  c.constant_meta->alias_group = 0;
+  c.constant_meta->alias_storage_nbytes = 8;
+  c.constant_digest = std::string(32, 'c');
+  with_constant.nodes.push_back(c);
+  EXPECT_EQ(code(aliased_pair(&with_constant, -1, -1)), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <map>
 
+#include "key/canonical_encoder.h"
+
 namespace aotcache::internal {
 
 std::string truncate(std::string s) {
@@ -84,8 +86,17 @@ std::string summarize_graph(const Graph& graph) {
 }
 
 std::string summarize_inputs(const std::vector<InputMeta>& inputs) {
-  std::string out = std::to_string(inputs.size()) + " inputs:";
-  for (const InputMeta& in : inputs) {
+  const Result<std::vector<int32_t>> groups = canonical_alias_groups(inputs);
+  std::string out = std::to_string(inputs.size()) + " inputs";
+  // Said up front as well: a long summary is cut, and the sharing may be all that differs.
+  size_t sharing = 0;
+  if (groups.ok()) {
+    for (int32_t g : groups.value()) sharing += g >= 0 ? 1 : 0;
+  }
+  if (sharing > 0) out += " (" + std::to_string(sharing) + " sharing storage)";
+  out += ":";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const InputMeta& in = inputs[i];
     if (in.tensor) {
       const TensorMeta& t = *in.tensor;
       if (t.is_symbolic()) {
@@ -97,6 +108,7 @@ std::string summarize_inputs(const std::vector<InputMeta>& inputs) {
       }
       if (t.device != "cpu") out += "@" + t.device;
       if (t.requires_grad) out += "(grad)";
+      if (groups.ok() && groups.value()[i] >= 0) out += "(alias " + std::to_string(groups.value()[i]) + ")";
     } else {
       out += " " + value_to_text(in.scalar);
     }

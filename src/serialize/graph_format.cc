@@ -1,4 +1,4 @@
-// Graph format v1.0: writer and bounds-checked reader. Layout and rules: docs/graph-format.md.
+// Graph format v2.0 (and v1.x, read): writer and bounds-checked reader. Layout and rules: docs/graph-format.md.
 #include <bit>
 #include <cstring>
 #include <string>
@@ -29,6 +29,7 @@ constexpr uint8_t k_node_has_constant_meta = 1;
 constexpr uint8_t k_input_has_tensor = 1;
 constexpr uint8_t k_tensor_requires_grad = 1, k_tensor_is_pinned = 2, k_tensor_is_inference = 4;
 constexpr uint8_t k_tensor_symbolic = 8;  // size, stride and offset expressions follow (dynamic shapes)
+constexpr uint8_t k_tensor_aliased = 16;  // v2: an alias record follows (inputs sharing one storage)
 
 // Appends little-endian integers; a local writer because this path is hot (10,000-node graphs in about a ms).
 class Out {
@@ -204,7 +205,7 @@ class Writer {
     const bool symbolic = !m.size_exprs.empty() || !m.stride_exprs.empty() || !m.storage_offset_expr.empty();
     out->u8(static_cast<uint8_t>((m.requires_grad ? k_tensor_requires_grad : 0) |
                                  (m.is_pinned ? k_tensor_is_pinned : 0) | (m.is_inference ? k_tensor_is_inference : 0) |
-                                 (symbolic ? k_tensor_symbolic : 0)));
+                                 (symbolic ? k_tensor_symbolic : 0) | (m.is_aliased() ? k_tensor_aliased : 0)));
     if (symbolic) {
       for (const std::vector<std::string>* exprs : {&m.size_exprs, &m.stride_exprs}) {
         if (exprs->size() > UINT32_MAX) return too_large("tensor rank");
@@ -212,6 +213,20 @@ class Writer {
         for (const std::string& e : *exprs) AOTCACHE_RETURN_IF_ERROR(str(e, out));
       }
       AOTCACHE_RETURN_IF_ERROR(str(m.storage_offset_expr, out));
+    }
+    if (m.is_aliased()) {
+      out->u32(static_cast<uint32_t>(m.alias_group));
+      out->i64(m.alias_storage_nbytes);
+      out->u8(m.alias_base.has_value() ? 1 : 0);
+      if (m.alias_base.has_value()) {
+        const AliasBase& b = *m.alias_base;
+        if (b.sizes.size() > UINT32_MAX || b.strides.size() > UINT32_MAX) return too_large("tensor rank");
+        out->u32(static_cast<uint32_t>(b.sizes.size()));
+        for (int64_t d : b.sizes) out->i64(d);
+        out->u32(static_cast<uint32_t>(b.strides.size()));
+        for (int64_t d : b.strides) out->i64(d);
+        out->i64(b.storage_offset);
+      }
     }
     return Status();
   }
@@ -291,7 +306,7 @@ Status corrupt(const std::string& what) {
 
 class Reader {
  public:
-  explicit Reader(uint64_t budget) : budget_(budget) {}
+  Reader(uint64_t budget, uint16_t major) : budget_(budget), major_(major) {}
 
   // The table holds views into the input: a string is copied only where a node or value refers to it.
   Status strings(ByteReader* r) {
@@ -416,25 +431,14 @@ class Reader {
     AOTCACHE_RETURN_IF_ERROR(str(r, &m->dtype));
     AOTCACHE_RETURN_IF_ERROR(str(r, &m->device));
     AOTCACHE_RETURN_IF_ERROR(str(r, &m->layout));
-    for (std::vector<int64_t>* dims : {&m->sizes, &m->strides}) {
-      uint32_t rank = 0;
-      AOTCACHE_RETURN_IF_ERROR(r->u32(&rank));
-      if (rank > r->remaining() / 8) return corrupt("tensor rank beyond the remaining bytes");
-      AOTCACHE_RETURN_IF_ERROR(charge(uint64_t{rank} * 8));
-      dims->resize(rank);
-      for (int64_t& d : *dims) {
-        uint64_t u = 0;
-        AOTCACHE_RETURN_IF_ERROR(r->u64(&u));
-        d = static_cast<int64_t>(u);
-      }
-    }
+    AOTCACHE_RETURN_IF_ERROR(dims(r, &m->sizes, &m->strides));
     uint64_t offset = 0;
     uint8_t bits = 0;
     AOTCACHE_RETURN_IF_ERROR(r->u64(&offset));
     AOTCACHE_RETURN_IF_ERROR(r->u8(&bits));
-    if ((bits & ~(k_tensor_requires_grad | k_tensor_is_pinned | k_tensor_is_inference | k_tensor_symbolic)) != 0) {
-      return corrupt("tensor flags " + std::to_string(bits));
-    }
+    const uint8_t known = k_tensor_requires_grad | k_tensor_is_pinned | k_tensor_is_inference | k_tensor_symbolic |
+                          (major_ >= 2 ? k_tensor_aliased : 0);
+    if ((bits & ~known) != 0) return corrupt("tensor flags " + std::to_string(bits));
     m->storage_offset = static_cast<int64_t>(offset);
     m->requires_grad = (bits & k_tensor_requires_grad) != 0;
     m->is_pinned = (bits & k_tensor_is_pinned) != 0;
@@ -449,6 +453,41 @@ class Reader {
         for (std::string& e : *exprs) AOTCACHE_RETURN_IF_ERROR(str(r, &e));
       }
       AOTCACHE_RETURN_IF_ERROR(str(r, &m->storage_offset_expr));
+    }
+    if (bits & k_tensor_aliased) {
+      uint32_t group = 0;
+      uint64_t nbytes = 0;
+      uint8_t has_base = 0;
+      AOTCACHE_RETURN_IF_ERROR(r->u32(&group));
+      AOTCACHE_RETURN_IF_ERROR(r->u64(&nbytes));
+      AOTCACHE_RETURN_IF_ERROR(r->u8(&has_base));
+      if (has_base > 1) return corrupt("alias base flag " + std::to_string(has_base));
+      m->alias_group = static_cast<int32_t>(group);
+      m->alias_storage_nbytes = static_cast<int64_t>(nbytes);
+      if (has_base) {
+        AliasBase& b = m->alias_base.emplace();
+        AOTCACHE_RETURN_IF_ERROR(dims(r, &b.sizes, &b.strides));
+        uint64_t base_offset = 0;
+        AOTCACHE_RETURN_IF_ERROR(r->u64(&base_offset));
+        b.storage_offset = static_cast<int64_t>(base_offset);
+      }
+    }
+    return Status();
+  }
+
+  // u32 rank || rank x i64, twice: sizes then strides.
+  Status dims(ByteReader* r, std::vector<int64_t>* sizes, std::vector<int64_t>* strides) {
+    for (std::vector<int64_t>* v : {sizes, strides}) {
+      uint32_t rank = 0;
+      AOTCACHE_RETURN_IF_ERROR(r->u32(&rank));
+      if (rank > r->remaining() / 8) return corrupt("tensor rank beyond the remaining bytes");
+      AOTCACHE_RETURN_IF_ERROR(charge(uint64_t{rank} * 8));
+      v->resize(rank);
+      for (int64_t& d : *v) {
+        uint64_t u = 0;
+        AOTCACHE_RETURN_IF_ERROR(r->u64(&u));
+        d = static_cast<int64_t>(u);
+      }
     }
     return Status();
   }
@@ -531,6 +570,7 @@ class Reader {
 
   std::vector<std::string_view> strings_;
   uint64_t budget_;
+  uint16_t major_;  // the graph's format version: v1 has no alias records
   uint64_t nodes_ = 0;
 };
 
@@ -650,7 +690,7 @@ Result<CapturedGraph> deserialize_graph(std::string_view bytes, const Deserializ
 
   const uint64_t budget =
       options.max_decoded_bytes != 0 ? options.max_decoded_bytes : (uint64_t{64} << 20) + 128 * uint64_t{bytes.size()};
-  Reader reader(budget);
+  Reader reader(budget, version.major);
   CapturedGraph out;
   AOTCACHE_RETURN_IF_ERROR(decode_section("strings", known[k_section_strings], offsets[k_section_strings],
                                           [&](ByteReader* sr) { return reader.strings(sr); }));

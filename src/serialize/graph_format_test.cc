@@ -15,8 +15,8 @@ namespace {
 
 // docs/graph-format.md §8, byte for byte.
 constexpr const char* k_golden_hex =
-    // header: AOTG, v1.0, 4 sections
-    "414f54470100000004000000"
+    // header: AOTG, v2.0, 4 sections
+    "414f54470200000004000000"
     // section 1 (strings, required, 130 bytes)
     "010001008200000000000000"
     "0e0000000600000054656e736f7207000000666c6f617433320300000063707507000000737472696465640100000078"
@@ -139,7 +139,7 @@ TEST(GraphFormat, NewerMajorIsUnsupportedNewerMinorReads) {
   auto major = deserialize_graph(with_u16(bytes, 4, k_graph_format_major + 1));
   ASSERT_FALSE(major.ok());
   EXPECT_EQ(major.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(major.status().message().find("v2.0 is newer than this reader (v1.0)"), std::string::npos)
+  EXPECT_NE(major.status().message().find("v3.0 is newer than this reader (v2.0)"), std::string::npos)
       << major.status().message();
   auto minor = deserialize_graph(with_u16(bytes, 6, 7));
   ASSERT_TRUE(minor.ok()) << minor.status().to_string();
@@ -147,6 +147,87 @@ TEST(GraphFormat, NewerMajorIsUnsupportedNewerMinorReads) {
   EXPECT_EQ(graph_format_version(with_u16(bytes, 6, 7))->minor, 7);
   EXPECT_EQ(deserialize_graph(with_u16(bytes, 4, 0)).status().code(), StatusCode::kCorruption);
   EXPECT_EQ(deserialize_graph("AOTX" + bytes.substr(4)).status().code(), StatusCode::kCorruption);
+}
+
+// Two inputs sharing a 16-byte storage (docs/graph-format.md §5): the alias record after each one's metadata.
+CapturedGraph aliased_inputs() {
+  CapturedGraph cg;
+  TensorMeta a = testing::tensor({2});
+  a.alias_group = 0;
+  a.alias_storage_nbytes = 16;
+  TensorMeta b = a;
+  b.storage_offset = 2;
+  b.alias_base = AliasBase{{4}, {1}, 0};
+  cg.inputs = {InputMeta{a, {}}, InputMeta{b, {}}};
+  return cg;
+}
+
+TEST(GraphFormat, AliasRecordsGoldenBytesAndKey) {
+  const CapturedGraph cg = aliased_inputs();
+  const std::string bytes = serialize_graph(cg).value();
+  const std::string inputs_section =
+      "02000100a400000000000000"  // inputs, required, 164 bytes
+      "02000000"                  // 2 inputs
+      // a: has tensor; Tensor float32 cpu strided; sizes [2], strides [1], offset 0; bits: aliased;
+      // group 0, storage 16 bytes, no base; scalar None
+      "01"
+      "00000000010000000200000003000000"
+      "010000000200000000000000"
+      "010000000100000000000000"
+      "0000000000000000"
+      "10"
+      "00000000"
+      "1000000000000000"
+      "00"
+      "00"
+      // b: the same at offset 2, base: sizes [4], strides [1], offset 0
+      "01"
+      "00000000010000000200000003000000"
+      "010000000200000000000000"
+      "010000000100000000000000"
+      "0200000000000000"
+      "10"
+      "00000000"
+      "1000000000000000"
+      "01"
+      "010000000400000000000000"
+      "010000000100000000000000"
+      "0000000000000000"
+      "00";
+  EXPECT_NE(internal::to_hex(bytes).find(inputs_section), std::string::npos) << internal::to_hex(bytes);
+  auto back = deserialize_graph(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, cg);
+  EXPECT_EQ(compute_key(key_inputs(*back))->hex(), compute_key(key_inputs(cg))->hex());
+  // The sharing is keyed: the same inputs without it give another key.
+  CapturedGraph plain = cg;
+  for (InputMeta& in : plain.inputs) {
+    in.tensor->alias_group = -1;
+    in.tensor->alias_storage_nbytes = 0;
+    in.tensor->alias_base.reset();
+  }
+  EXPECT_NE(compute_key(key_inputs(plain))->hex(), compute_key(key_inputs(cg))->hex());
+}
+
+TEST(GraphFormat, Version1GraphsReadButCarryNoAliasRecords) {
+  // A v1.0 graph (the golden one, written before alias records existed) still reads.
+  const std::string golden = serialize_graph(testing::golden_graph()).value();
+  auto v1 = deserialize_graph(with_u16(golden, 4, 1));
+  ASSERT_TRUE(v1.ok()) << v1.status().to_string();
+  EXPECT_EQ(*v1, testing::golden_graph());
+  // The alias flag is no tensor flag of v1: such bytes are corrupt, not misread.
+  auto aliased_v1 = deserialize_graph(with_u16(serialize_graph(aliased_inputs()).value(), 4, 1));
+  ASSERT_FALSE(aliased_v1.ok());
+  EXPECT_EQ(aliased_v1.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(aliased_v1.status().message().find("tensor flags 16"), std::string::npos) << aliased_v1.status().message();
+  // A base flag other than 0 or 1 is corrupt.
+  std::string bad_base = serialize_graph(aliased_inputs()).value();
+  const std::string flags_group_size = std::string("\x10") + std::string(4, '\0') + "\x10" + std::string(7, '\0');
+  const size_t at = bad_base.find(flags_group_size) + flags_group_size.size();  // a's has_base byte
+  ASSERT_LT(at, bad_base.size());
+  ASSERT_EQ(bad_base[at], 0);
+  bad_base[at] = 2;
+  EXPECT_EQ(deserialize_graph(bad_base).status().code(), StatusCode::kCorruption);
 }
 
 // Appends a section and raises the section count in the header.

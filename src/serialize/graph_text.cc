@@ -98,6 +98,18 @@ std::string exprs_text(const std::vector<std::string>& v) {
   return out;
 }
 
+// " alias=<group> storage=<n>B base=[sizes] stride=[...] offset=<o>" for an input sharing its storage, else "".
+std::string alias_text(const TensorMeta& m) {
+  if (!m.is_aliased()) return "";
+  std::string out =
+      " alias=" + std::to_string(m.alias_group) + " storage=" + std::to_string(m.alias_storage_nbytes) + "B";
+  if (m.alias_base.has_value()) {
+    out += " base=[" + ints_text(m.alias_base->sizes) + "] stride=[" + ints_text(m.alias_base->strides) +
+           "] offset=" + std::to_string(m.alias_base->storage_offset);
+  }
+  return out;
+}
+
 // Symbolic tensors (dynamic shapes) show their size and stride expressions and, in parentheses, the example's.
 std::string tensor_text(const TensorMeta& m) {
   if (!m.size_exprs.empty() || !m.stride_exprs.empty() || !m.storage_offset_expr.empty()) {
@@ -106,7 +118,7 @@ std::string tensor_text(const TensorMeta& m) {
                       ints_text(m.sizes) + "])";
     if (m.tensor_type != "Tensor") out += " " + m.tensor_type;
     if (m.requires_grad) out += " requires_grad";
-    return out;
+    return out + alias_text(m);
   }
   std::string out = m.dtype + "[" + ints_text(m.sizes) + "] " + m.device;
   if (!contiguous(m)) out += " stride=[" + ints_text(m.strides) + "]";
@@ -116,7 +128,7 @@ std::string tensor_text(const TensorMeta& m) {
   if (m.requires_grad) out += " requires_grad";
   if (m.is_pinned) out += " pinned";
   if (m.is_inference) out += " inference";
-  return out;
+  return out + alias_text(m);
 }
 
 class TextPrinter {
@@ -283,6 +295,19 @@ class JsonPrinter {
       }
       out_ += ",\"storage_offset_expr\":";
       json_string(m.storage_offset_expr, &out_);
+    }
+    if (m.is_aliased()) {
+      out_ += ",\"alias_group\":" + std::to_string(m.alias_group) +
+              ",\"alias_storage_nbytes\":" + std::to_string(m.alias_storage_nbytes) + ",\"alias_base\":";
+      if (m.alias_base.has_value()) {
+        out_ += "{\"sizes\":";
+        ints(m.alias_base->sizes);
+        out_ += ",\"strides\":";
+        ints(m.alias_base->strides);
+        out_ += ",\"storage_offset\":" + std::to_string(m.alias_base->storage_offset) + "}";
+      } else {
+        out_ += "null";
+      }
     }
     out_ += '}';
   }

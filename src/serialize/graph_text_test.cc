@@ -97,5 +97,32 @@ TEST(GraphText, SymbolicTensorsShowTheirExpressions) {
       << graph_to_json(cg);
 }
 
+TEST(GraphText, InputsSharingAStorageShowTheirAliasGroup) {
+  CapturedGraph cg;
+  TensorMeta a = testing::tensor({6});
+  a.alias_group = 0;
+  a.alias_storage_nbytes = 40;
+  a.alias_base = AliasBase{{10}, {1}, 0};
+  TensorMeta b = a;
+  b.storage_offset = 4;
+  cg.inputs = {InputMeta{a, {}}, InputMeta{b, {}}, InputMeta{testing::tensor({6}), {}}};
+  EXPECT_EQ(graph_to_text(cg),
+            "inputs:\n"
+            "  0: float32[6] cpu alias=0 storage=40B base=[10] stride=[1] offset=0\n"
+            "  1: float32[6] cpu offset=4 alias=0 storage=40B base=[10] stride=[1] offset=0\n"
+            "  2: float32[6] cpu\n"
+            "graph():\n");
+  EXPECT_NE(graph_to_json(cg).find("\"alias_group\":0,\"alias_storage_nbytes\":40,"
+                                   "\"alias_base\":{\"sizes\":[10],\"strides\":[1],\"storage_offset\":0}}"),
+            std::string::npos)
+      << graph_to_json(cg);
+  const std::string json = graph_to_json(cg);
+  size_t groups = 0;
+  for (size_t at = json.find("\"alias_group\""); at != std::string::npos; at = json.find("\"alias_group\"", at + 1)) {
+    ++groups;
+  }
+  EXPECT_EQ(groups, 2u) << "an input that shares nothing has no alias fields: " << json;
+}
+
 }  // namespace
 }  // namespace aotcache

@@ -39,6 +39,7 @@ class RandomGraphGenerator {
       }
       cg.inputs.push_back(std::move(in));
     }
+    if (below(4) == 0) alias(&cg.inputs);
     cg.graph = graph(o, o.nodes, 0, &cg.constants);
     return cg;
   }
@@ -91,6 +92,22 @@ class RandomGraphGenerator {
       m.storage_offset_expr = "0";
     }
     return m;
+  }
+
+  // The first two tensor inputs share one storage, as the key requires: a group of two, one storage size.
+  void alias(std::vector<InputMeta>* inputs) {
+    std::vector<TensorMeta*> tensors;
+    for (InputMeta& in : *inputs) {
+      if (in.tensor.has_value()) tensors.push_back(&*in.tensor);
+    }
+    if (tensors.size() < 2) return;
+    const auto group = static_cast<int32_t>(below(3));  // any number: the key renumbers
+    const auto nbytes = static_cast<int64_t>(1 + below(1 << 20));
+    for (size_t k = 0; k < 2; ++k) {
+      tensors[k]->alias_group = group;
+      tensors[k]->alias_storage_nbytes = nbytes;
+      if (below(2)) tensors[k]->alias_base = AliasBase{{static_cast<int64_t>(below(64))}, {1}, 0};
+    }
   }
 
   Value value(int64_t refs, int depth, int max_depth) {

@@ -57,7 +57,9 @@ def test_parameter_values_do_not_change_the_key_metadata_does():
     assert _key(gm, [x, w1]).hex != _key(gm, [x.t().contiguous().t(), w1]).hex  # strides
 
 
-def test_constant_tensors_are_keyed_by_content():
+def test_buffers_are_lifted_state_keyed_by_metadata_not_content():
+    # AOTAutograd lifts a graph module's buffers into inputs of the compiled code (bound to the live ones on every
+    # call), so their values are not in the code; plain-attribute constants are keyed by content (test_lifted_state).
     class M(torch.nn.Module):
         def __init__(self, c):
             super().__init__()
@@ -68,8 +70,8 @@ def test_constant_tensors_are_keyed_by_content():
 
     x = [torch.randn(3)]
     a = _key(torch.fx.symbolic_trace(M(torch.ones(3))), x).hex
-    b = _key(torch.fx.symbolic_trace(M(torch.ones(3))), x).hex
-    c = _key(torch.fx.symbolic_trace(M(torch.zeros(3))), x).hex
+    b = _key(torch.fx.symbolic_trace(M(torch.zeros(3))), x).hex
+    c = _key(torch.fx.symbolic_trace(M(torch.zeros(3, dtype=torch.float64))), x).hex
     assert a == b != c
 
 
@@ -230,3 +232,120 @@ def test_list_arguments_from_dynamo_are_keyed_not_bypassed():
     b = _key(_dynamo_graph(make([1.0, 2.0, 4.0]), x), [x]).hex
     assert a != b
     assert a == _key(_dynamo_graph(make([1.0, 2.0, 3.0]), x), [x]).hex
+
+
+# --- inputs sharing a storage (alias groups) ---------------------------------------------------------------------
+
+
+def _alias(inputs) -> list:
+    """(group, storage bytes, view base) of each captured input."""
+    return [(m.alias_group, m.alias_storage_nbytes, m.alias_base) for m in capture_inputs(inputs)]
+
+
+def test_overlapping_and_disjoint_views_of_one_base_share_a_group():
+    base = torch.zeros(10)
+    view_base = ([10], [1], 0)
+    assert _alias([base[0:6], base[4:10]]) == [(0, 40, view_base), (0, 40, view_base)]  # overlapping
+    # Disjoint views still share the storage: AOTAutograd decides on overlap from the sizes, strides and offsets.
+    assert _alias([base[0:5], base[5:10]]) == [(0, 40, view_base), (0, 40, view_base)]
+    # A tensor and its view: the tensor is no view (no base); the view's base is the tensor.
+    assert _alias([base, base.view(2, 5)]) == [(0, 40, None), (0, 40, view_base)]
+    # Views of a 2-D base carry the base's own shape (what AOTAutograd's synthetic base is).
+    base_2d = torch.zeros(2, 5)
+    flat = base_2d.view(-1)
+    assert _alias([flat[0:6], flat[4:10]])[0] == (0, 40, ([2, 5], [5, 1], 0))
+
+
+def test_groups_are_numbered_by_first_appearance_and_singletons_are_no_group():
+    a, b, c = torch.zeros(4), torch.zeros(4), torch.zeros(4)
+    captured = capture_inputs([c, a[1:], b, a[:2], 3, c[0:1]])
+    assert captured[4] == 3  # a scalar input: no group, no metadata
+    assert [m.alias_group for k, m in enumerate(captured) if k != 4] == [0, 1, -1, 1, 0]
+    # Distinct tensors share nothing.
+    assert _alias([a, b, c]) == [(-1, 0, None)] * 3
+
+
+def test_the_same_tensor_twice_is_one_group():
+    x = torch.randn(3)
+    assert _alias([x, x]) == [(0, 12, None), (0, 12, None)]
+
+
+def test_zero_size_storages_are_never_shared():
+    empty = torch.zeros(0)
+    assert _alias([empty, empty.view(0, 3), empty]) == [(-1, 0, None)] * 3
+    # A zero-size view of a storage with bytes does share it (AOTAutograd groups by storage).
+    x = torch.zeros(4)
+    assert [g for g, _, _ in _alias([x[0:0], x])] == [0, 0]
+
+
+def test_a_view_of_a_parameter_shares_its_storage():
+    p = torch.nn.Parameter(torch.zeros(10))
+    metas = capture_inputs([p, p.detach()[2:5]])
+    assert [m.alias_group for m in metas] == [0, 0]
+
+
+def test_storage_sharing_changes_the_key_not_the_numbering_or_the_values():
+    def f(a, b):
+        a.add_(1)
+        return a + b
+
+    gm = _traced(f)
+    base, other = torch.zeros(10), torch.zeros(10)
+    shared = _core.compute_key(capture_graph(gm), capture_inputs([base[0:6], base[4:10]]), {}, {}, {}, {})
+    separate = _core.compute_key(capture_graph(gm), capture_inputs([base[0:6], other[4:10]]), {}, {}, {}, {})
+    assert shared.hex != separate.hex
+    assert _core.differing_components(shared.manifest, separate.manifest) == ["inputs"]
+    summary = dict((name, summary) for name, _, summary in shared.manifest)["inputs"]
+    assert summary.startswith("2 inputs (2 sharing storage):") and "(alias 0)" in summary
+    # Other data, another base of the same shape: the same sharing, the same key.
+    again = torch.randn(10)
+    assert _key(gm, [again[0:6], again[4:10]]).hex == shared.hex
+    # A bigger storage or a base of another shape: AOTAutograd's synthetic base differs, so does the key.
+    big = torch.zeros(12)
+    assert _key(gm, [big[0:6], big[4:10]]).hex != shared.hex
+    flat = torch.zeros(2, 5).view(-1)
+    assert _key(gm, [flat[0:6], flat[4:10]]).hex != shared.hex
+
+
+def test_dynamo_hands_the_backend_the_real_aliased_inputs():
+    """Dynamo passes real tensors (not fakes) with their storages and bases: the groups are seen."""
+    seen = []
+
+    def record(gm, example_inputs):
+        seen.append(capture_inputs(example_inputs))
+        return gm.forward
+
+    def f(a, b):
+        a.add_(1)
+        return a + b
+
+    torch._dynamo.reset()
+    base = torch.zeros(10)
+    torch.compile(f, backend=record, fullgraph=True)(base[0:6], base[4:10])
+    assert [m.alias_group for m in seen[0]] == [0, 0]
+    assert seen[0][0].alias_base == ([10], [1], 0)
+
+
+def test_symbolic_inputs_sharing_a_storage_bypass():
+    from aotcache import symbolic
+
+    seen = []
+
+    def record(gm, example_inputs):
+        seen.append((gm, example_inputs))
+        return gm.forward
+
+    def f(a, b):
+        a.add_(1)
+        return a + b
+
+    torch._dynamo.reset()
+    base = torch.zeros(10)
+    torch.compile(f, backend=record, fullgraph=True, dynamic=True)(base[0:6], base[4:10])
+    gm, example_inputs = seen[0]
+    fakes = symbolic.symbolic_placeholders(gm, example_inputs)
+    assert fakes is not None
+    with pytest.raises(Bypass) as e:
+        capture_inputs(example_inputs, fakes, symbolic.build_table(fakes))
+    assert e.value.code == "dynamic_shapes"
+    assert "shares its storage" in e.value.message

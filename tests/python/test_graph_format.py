@@ -34,7 +34,7 @@ def test_entry_carries_the_graph_and_show_prints_it(tmp_path):
     assert store.get(key.hex).graph == data
 
     text = cli(cache_dir, "show", key.hex)
-    assert "graph          format v1.0, " in text
+    assert "graph          format v2.0, " in text
     assert "matches the manifest" in text
     assert "  %add = call_function[aten::add.Tensor](%x, 2, alpha=1)\n" in text
     assert "  %x = placeholder[x]() : float32[2, 3] cpu requires_grad\n" in text
@@ -69,7 +69,7 @@ def test_readable_forms_and_errors():
     assert json.loads(_core.graph_to_json(data))["nodes"][3]["op"] == "output"
     with pytest.raises(_core.CorruptEntryError):
         _core.graph_to_text(data[:-1])
-    newer = data[:4] + b"\x02\x00" + data[6:]
+    newer = data[:4] + b"\x03\x00" + data[6:]
     with pytest.raises(_core.IncompatibleEntryError, match="newer than this reader"):
         _core.graph_to_text(newer)
     digest = bytes(32)  # constants must hash to their digest

@@ -74,3 +74,16 @@ def test_range_bounds_treat_torchs_integer_infinity_as_unbounded():
     import sympy
 
     assert finite_bound(sympy.oo) is None and finite_bound(sympy.Integer(7)) == 7 and finite_bound(2) == 2
+
+
+def test_lifted_state_sharing_a_storage_with_an_input_bypasses():
+    import pytest
+
+    from aotcache.capture import check_state_aliasing
+    from aotcache.errors import Bypass
+
+    gm = _optimizer_step_graph(torch.ones(3), torch.zeros(3))
+    check_state_aliasing(gm, [torch.ones(3)])  # separate storages: fine
+    with pytest.raises(Bypass) as raised:
+        check_state_aliasing(gm, [gm.p.detach()[:2]])  # an input viewing a lifted weight
+    assert raised.value.code == "aliased_state"

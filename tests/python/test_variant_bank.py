@@ -94,6 +94,7 @@ def test_bank_covers_the_issue():
         "other_pythonhashseed",
         "other_working_directory",
         "other_parameter_values",
+        "aliased_inputs_other_values",
     }
     required_misses = {
         "op_changed",
@@ -117,6 +118,7 @@ def test_bank_covers_the_issue():
         "env_override_torch_version",
         "env_override_python_version",
         "env_override_cpu_isa",
+        "aliased_inputs_overlapping",
     }
     assert required_hits <= {c.name for c in HITS}
     assert required_misses <= {c.name for c in MISSES}

@@ -55,7 +55,7 @@ class $cls(torch.nn.Module):
         self.$attr2 = torch.nn.Linear(16, 4)
         self.register_buffer("offset", torch.full((4,), $buffer))
 $extra_init
-    def forward(self, x):
+    def forward(self, x$forward_args):
 $forward_prelude
         $var = self.$attr1(x)
         $var = $act($var$act_kwargs)
@@ -66,6 +66,15 @@ $extra_op
         return F.softmax(out, dim=$dim)
 
 
+def make_inputs(dtype):
+    """The model's inputs, made afresh for each call: forward may mutate them."""
+    torch.manual_seed($input_seed)
+    x = $make_input
+    x.requires_grad_($input_grad)
+$extra_inputs
+    return (x$more_inputs,)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="LOG %(name)s %(levelname)s %(message)s", stream=sys.stdout)
     logging.getLogger("torch").setLevel(logging.WARNING)
@@ -74,13 +83,12 @@ $pre_compile
     torch.manual_seed($param_seed)
     model = $cls().to(dtype)
 $model_mode
-    torch.manual_seed($input_seed)
-    x = $make_input
-    x.requires_grad_($input_grad)
+    args, ref_args = make_inputs(dtype), make_inputs(dtype)
+    x = args[0]
     compiled = torch.compile(model, backend=BACKEND$compile_kwargs)
     with $grad_context, $context:
-        y = compiled(x)
-        ref = model(x)
+        y = compiled(*args)
+        ref = model(*ref_args)
     tensors = {"y": y.detach(), "ref.y": ref.detach()}
     if $train:
         y.float().square().sum().backward()
@@ -111,6 +119,7 @@ DEFAULTS: dict[str, str] = {
     "attr2": "fc2",
     "buffer": "0.25",
     "extra_init": "",
+    "forward_args": "",
     "forward_prelude": "",
     "var": "h",
     "act": "F.relu",
@@ -127,6 +136,8 @@ DEFAULTS: dict[str, str] = {
     "input_seed": "1",
     "make_input": "torch.randn(4, 8, dtype=dtype)",
     "input_grad": "False",
+    "extra_inputs": "",
+    "more_inputs": "",
     "compile_kwargs": "",
     "grad_context": "torch.no_grad()",
     "context": "contextlib.nullcontext()",
@@ -215,6 +226,16 @@ def unrelated_helper(values):
 '''
 
 _ENV_OVERRIDE = "AOTCACHE_ENVIRONMENT_OVERRIDE"
+# forward(x, z) mutates x, then reads z; the inputs are rows of a (6, 8) tensor: x = rows 0-3, z = rows 2-5 of one
+# base (overlapping: z sees the mutation) or of a copy (the same sizes, strides and offsets, another storage).
+_MUTATES_X = {
+    "forward_args": ", z",
+    "forward_prelude": "        x.add_(1.0)\n        x = x + z",
+    "make_input": "torch.randn(6, 8, dtype=dtype)",
+    "more_inputs": ", z",
+}
+_OVERLAPPING = "    x, z = x[0:4], x[2:6]"
+_SEPARATE = "    x, z = x[0:4], x.clone()[2:6]"
 _DYNAMIC_THREADS = "import torch._inductor.config\n\ntorch._inductor.config.cpp.dynamic_threads = True\n"
 
 CASES: list[Case] = [
@@ -278,6 +299,14 @@ CASES: list[Case] = [
         a={"pre_compile": "    torch.compile(lambda t: t.sin() * 3, backend=BACKEND)(torch.randn(5))"},
         note="A compiled another function first (Dynamo counters, graph ids differ)",
     ),
+    _case(
+        "aliased_inputs_other_values",
+        "hit",
+        both={**_MUTATES_X, "extra_inputs": _OVERLAPPING},
+        b={"input_seed": "9"},
+        same_result=False,
+        note="forward mutates x; x and z overlapping views of one base in both, other values",
+    ),
     # ---- must MISS: the compiled code may differ --------------------------------------------------------------
     _case("op_changed", "miss", b={"act": "F.gelu"}),
     _case("op_added", "miss", b={"extra_op": "        h = h * 2"}),
@@ -304,6 +333,15 @@ CASES: list[Case] = [
         "miss",
         b={"make_input": "torch.randn(40, dtype=dtype)[8:].view(4, 8)"},
         note="aotcache keys the storage offset (conservative: Inductor's CPU code only sees the data pointer)",
+    ),
+    _case(
+        "aliased_inputs_overlapping",
+        "miss",
+        both=_MUTATES_X,
+        a={"extra_inputs": _SEPARATE},
+        b={"extra_inputs": _OVERLAPPING},
+        note="forward mutates x; A: x and z views of two tensors, B: overlapping views of one (same sizes, strides, "
+        "offsets): AOTAutograd compiles a synthetic base for B",
     ),
     _case("input_requires_grad", "miss", both=TRAIN, b={"input_grad": "True"}),
     _case("grad_mode", "miss", b=TRAIN, note="no_grad inference vs a training step"),

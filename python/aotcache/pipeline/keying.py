@@ -17,6 +17,7 @@ def derive_key(req: CompileRequest) -> Keyed:
     table = symbolic.build_table(fakes) if fakes is not None else None
     graph = capture.capture_graph(req.gm, table)
     inputs = capture.capture_inputs(req.example_inputs, fakes, table)
+    capture.check_state_aliasing(req.gm, req.example_inputs)
     shapes = None
     if table:
         shapes = Symbolic(fakes, table, symbolic.required_ranges(req.example_inputs, fakes, table))
