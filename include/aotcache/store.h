@@ -105,6 +105,9 @@ class LocalStore {
   // key, signature when keys are set). Returns the key. Corruption, Unauthenticated or Unsupported for bytes that
   // fail, and nothing is written. For import and for backfilling from a remote tier.
   Result<std::string> put_encoded(std::string_view bytes);
+  // put_encoded for a backfill: the bytes must be the entry of `key_hex` (else Corruption, nothing written), and the
+  // decoded entry is returned, as get(key_hex) would return it, so the caller does not read and decode it again.
+  Result<Entry> put_encoded_entry(std::string_view bytes, const std::string& key_hex);
   // StoreOptions::max_size, changeable later (the backend applies the bound in force at each compile). A hit marks
   // its entry used (mtime). 0 = unbounded; any other bound is enforced, however small.
   void set_max_size(uint64_t bytes) { max_size_ = bytes; }

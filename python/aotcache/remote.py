@@ -72,12 +72,12 @@ def record(delta: dict[str, int], remote: _core.RemoteStore, store: _core.LocalS
         counters.record(delta, store)
 
 
-def fetch(store: _core.LocalStore, key_hex: str, cfg: RemoteSettings | None) -> bool:
-    """After a local miss: looks the key up remotely and, on a verified hit, writes the entry into the local store.
-    True when the local store now holds the entry. Never raises."""
+def fetch(store: _core.LocalStore, key_hex: str, cfg: RemoteSettings | None) -> _core.LoadedEntry | None:
+    """After a local miss: looks the key up remotely and, on a verified hit, writes the entry into the local store
+    and returns it, decoded once (`put_encoded_entry`); None otherwise. Never raises."""
     remote, _ = current(cfg)
     if remote is None:
-        return False
+        return None
     delta: dict[str, int] = {}
     try:
         t0 = time.perf_counter()
@@ -86,45 +86,40 @@ def fetch(store: _core.LocalStore, key_hex: str, cfg: RemoteSettings | None) -> 
         except _core.CacheError as e:
             delta["remote.errors"] = 1
             counters.warn_once("remote_get", "remote tier unavailable, compiling locally: %s", e)
-            return False
+            return None
         finally:
             delta["remote.get_us"] = int((time.perf_counter() - t0) * 1e6)
         if data is None:
             delta["remote.misses"] = 1
-            return False
+            return None
         try:
-            stored_key = store.put_encoded(data)
+            entry = store.put_encoded_entry(data, key_hex)
         except _core.UntrustedEntryError as e:
             _mark_unusable(key_hex, True)
             delta["remote.rejected_signature"] = 1
             counters.warn_once("remote_untrusted", "remote entry %s rejected, recompiling: %s", key_hex[:16], e)
-            return False
+            return None
         except _core.CorruptEntryError as e:
             _mark_unusable(key_hex, True)
             delta["remote.corrupt"] = 1
             counters.warn_once("remote_corrupt", "remote entry %s is corrupt, recompiling: %s", key_hex[:16], e)
-            return False
+            return None
         except _core.IncompatibleEntryError as e:
             _mark_unusable(key_hex, True)
             delta["remote.incompatible"] = 1
             counters.warn_once("remote_incompatible", "remote entry %s is not readable here: %s", key_hex[:16], e)
-            return False
+            return None
         except _core.CacheError as e:
             delta["remote.backfill_errors"] = 1
             counters.warn_once("remote_backfill", "cannot store remote entry %s locally: %s", key_hex[:16], e)
-            return False
-        if stored_key != key_hex:
-            _mark_unusable(key_hex, True)
-            delta["remote.corrupt"] = 1
-            counters.warn_once("remote_corrupt", "remote entry under %s is another key's entry", key_hex[:16])
-            return False
+            return None
         delta.update({"remote.hits": 1, "remote.bytes_read": len(data)})
         log.info("remote hit key=%s bytes=%d get=%.1fms", key_hex[:16], len(data), delta["remote.get_us"] / 1e3)
-        return True
+        return entry
     except Exception:  # the remote tier must never fail a compile
         log.warning("internal error in the remote tier", exc_info=True)
         delta["remote.errors"] = delta.get("remote.errors", 0) + 1
-        return False
+        return None
     finally:
         record(delta, remote, store)
 

@@ -729,6 +729,19 @@ NB_MODULE(_core, m) {
           "Stores encoded entry bytes after verifying them (checksum, key, signature when a key is set); returns "
           "the key. Raises CorruptEntryError, UntrustedEntryError, IncompatibleEntryError or CacheIOError.")
       .def(
+          "put_encoded_entry",
+          [](LocalStore& s, nb::bytes data, const std::string& key) {
+            const std::string bytes(data.c_str(), data.size());
+            Result<Entry> e = [&] {
+              nb::gil_scoped_release release;
+              return s.put_encoded_entry(bytes, key);
+            }();
+            return loaded_entry(key, unwrap(std::move(e)));
+          },
+          "data"_a, "key"_a,
+          "put_encoded for a backfill: the bytes must be the entry of `key` (CorruptEntryError otherwise, nothing "
+          "written); returns the verified entry as get(key) would, without reading it again.")
+      .def(
           "remove", [](LocalStore& s, const std::string& key) { check(s.remove(key)); }, "key"_a)
       .def("list",
            [](LocalStore& s) {

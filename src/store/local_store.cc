@@ -171,6 +171,14 @@ Status LocalStore::put(const Entry& entry) {
   return put_bytes(key_hex, bytes, entry.manifest);
 }
 
+Result<Entry> LocalStore::put_encoded_entry(std::string_view bytes, const std::string& key_hex) {
+  if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a key: " + key_hex);
+  const std::string owned(bytes);
+  AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_stored(owned, key_hex, signing_keys_));
+  AOTCACHE_RETURN_IF_ERROR(put_bytes(key_hex, owned, e.manifest));
+  return e;
+}
+
 Result<std::string> LocalStore::put_encoded(std::string_view bytes) {
   AOTCACHE_ASSIGN_OR_RETURN(Entry e, decode_entry(bytes, &signing_keys_));
   const std::string key_hex = internal::to_hex(e.key_digest);

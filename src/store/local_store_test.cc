@@ -63,6 +63,34 @@ TEST_F(LocalStoreTest, MissThenHit) {
   EXPECT_TRUE(tmp->empty());
 }
 
+TEST_F(LocalStoreTest, BackfillReturnsTheDecodedEntryOfTheExpectedKeyOnly) {
+  const Entry e = entry();
+  const std::string key = internal::to_hex(e.key_digest);
+  ASSERT_TRUE(store_->put(e).ok());
+  auto bytes = store_->read_entry_file(key);
+  ASSERT_TRUE(bytes.ok() && bytes->has_value());
+  char other_tmpl[] = "/tmp/aotcache_store_test.XXXXXX";
+  ASSERT_NE(mkdtemp(other_tmpl), nullptr);
+  const std::string other_dir = other_tmpl;
+  auto other = LocalStore::open(other_dir);
+  ASSERT_TRUE(other.ok());
+  // Another key's bytes are refused and nothing is written.
+  const std::string wrong_key(64, 'a');
+  auto refused = (*other)->put_encoded_entry(**bytes, wrong_key);
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  auto written = (*other)->contains(wrong_key);
+  ASSERT_TRUE(written.ok());
+  EXPECT_FALSE(*written);
+  // The right key: stored, and the entry handed back equals what get() reads.
+  auto stored = (*other)->put_encoded_entry(**bytes, key);
+  ASSERT_TRUE(stored.ok()) << stored.status().to_string();
+  EXPECT_EQ(*stored, e);
+  auto read = (*other)->get(key);
+  ASSERT_TRUE(read.ok() && read->has_value());
+  EXPECT_EQ(**read, *stored);
+  ASSERT_EQ(std::system(("rm -rf " + other_dir).c_str()), 0);
+}
+
 TEST_F(LocalStoreTest, CorruptFileIsCorruptionNotCrash) {
   const Entry e = entry();
   const std::string key = internal::to_hex(e.key_digest);

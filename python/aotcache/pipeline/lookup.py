@@ -17,6 +17,7 @@ from typing import Any
 from aotcache import _core, compiler, counters, guarded, kernels
 from aotcache.pipeline import outcome
 from aotcache.pipeline.request import CompileRequest, Keyed
+from aotcache.storage.tiered import Read
 
 log = logging.getLogger("aotcache")
 
@@ -46,16 +47,16 @@ def _find_static(req: CompileRequest, keyed: Keyed) -> Found:
     return Found(_load(req, read.entry, f"key={key_hex[:16]}"), writable=True)
 
 
-def _read(req: CompileRequest, key_hex: str):
+def _read(req: CompileRequest, key_hex: str) -> Read:
     """The local entry, else the remote one backfilled into the local store."""
     tiers = req.tiers
     req.enter("lookup")
     read = tiers.get(key_hex, remote_too=False)
     if read.entry is None and read.writable:
         req.enter("remote")
-        if tiers.fetch(key_hex):
-            req.enter("lookup")
-            read = tiers.get(key_hex, remote_too=False)
+        fetched = tiers.fetch(key_hex)
+        if fetched is not None:
+            return Read(fetched)
     return read
 
 
@@ -111,10 +112,11 @@ def _find_guarded(req: CompileRequest, keyed: Keyed) -> Found:
     if found.fn is not None:
         return found
     req.enter("remote")
-    if not req.tiers.fetch(key_hex):  # the remote index, verified, now in the local store
+    remote_index = req.tiers.fetch(key_hex)  # verified, and now in the local store
+    if remote_index is None:
         return found
     req.enter("lookup")
-    both = merged(candidates, read_index(req, key_hex))
+    both = merged(candidates, decode_index(req, key_hex, remote_index))
     try:  # the local index keeps its own candidates beside the remote ones
         write_index(req, keyed.key, both)
     except _core.CacheError as e:

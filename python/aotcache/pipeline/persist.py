@@ -14,7 +14,7 @@ from aotcache import _core, symbolic
 from aotcache.errors import Bypass
 from aotcache.pipeline import outcome
 from aotcache.pipeline.compiling import Compiled
-from aotcache.pipeline.lookup import Found, merged, read_index, write_index
+from aotcache.pipeline.lookup import Found, decode_index, merged, read_index, write_index
 from aotcache.pipeline.request import CompileRequest, Keyed
 
 log = logging.getLogger("aotcache")
@@ -79,8 +79,9 @@ def _persist_guarded(req: CompileRequest, keyed: Keyed, compiled: Compiled, foun
         # and remote candidates, plus ours. Writers on two machines at once may drop one candidate from the remote
         # index (a later guard miss re-adds it); never a wrong hit.
         known = read_index(req, key.hex)
-        if tiers.fetch(key.hex):
-            known = merged(known, read_index(req, key.hex))
+        remote_index = tiers.fetch(key.hex)
+        if remote_index is not None:
+            known = merged(known, decode_index(req, key.hex, remote_index))
         candidates = [c for c in merged(found.candidates, known) if c["key"] != candidate_key.hex]
         candidates.append({"key": candidate_key.hex, "guards": guards, "ranges": symbolic.symbol_ranges(shapes.table)})
         write_index(req, key, candidates)

@@ -1,7 +1,8 @@
 """The cache's tiers in one place: the local store, then the remote tier, with backfill and publish.
 
-A read looks in the local store; on a miss it asks the remote tier, whose verified entry is written into the local
-store (`LocalStore.put_encoded` checks its checksum, key and signature in C++) and read from there. A write goes to
+A read looks in the local store; on a miss it asks the remote tier, whose entry is verified and written into the
+local store in one step (`LocalStore.put_encoded_entry` checks its checksum, key and signature in C++ and returns
+the decoded entry: each entry is decoded once). A write goes to
 the local store, then to the remote tier. Every entry fault is classified here, once, into a counted reason and
 whether this process may write the key (an entry of a newer aotcache or one signed by a key we do not accept is left
 to its owner). Faults of the remote tier are remote.py's: counted, never raised.
@@ -37,12 +38,15 @@ class TieredStore:
     def get(self, key_hex: str, *, remote_too: bool = True) -> Read:
         """The entry of `key_hex`: local, else (when `remote_too`) remote, backfilled into the local store."""
         read = self._get_local(key_hex)
-        if read.entry is None and read.writable and remote_too and self.fetch(key_hex):
-            read = self._get_local(key_hex)
+        if read.entry is None and read.writable and remote_too:
+            fetched = self.fetch(key_hex)
+            if fetched is not None:
+                return Read(fetched)
         return read
 
-    def fetch(self, key_hex: str) -> bool:
-        """Copies the remote entry of `key_hex` into the local store; True when the local store now holds it."""
+    def fetch(self, key_hex: str) -> _core.LoadedEntry | None:
+        """The remote entry of `key_hex`, verified and written into the local store on the way (decoded once), or
+        None."""
         return remote.fetch(self.local, key_hex, self.remote_settings)
 
     def contains(self, key_hex: str) -> bool:
