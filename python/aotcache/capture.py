@@ -22,7 +22,8 @@ from aotcache.errors import Bypass
 from aotcache.symbolic import SymbolTable
 
 # Node meta that can change what AOTAutograd and Inductor produce: keyed.
-SEMANTIC_META = ("custom", "recompute", "ac_graph_id", "partitioner_tag")
+# `_fx_runtime_assert_preserve` marks a torch._check assertion node that passes must keep.
+SEMANTIC_META = ("custom", "recompute", "ac_graph_id", "partitioner_tag", "_fx_runtime_assert_preserve")
 # Node meta that records where a node came from or what it computed, derived from the graph and its inputs or used
 # for debugging only: never keyed (a moved file or a renamed module must still hit).
 IGNORED_META = frozenset(
@@ -240,6 +241,11 @@ class _ArgNormalizer:
         self._positions = positions
         self._table = table
 
+    def knows_symbols(self, symbols: set) -> bool:
+        """Whether every size symbol is one of the graph inputs' (a size computed from data, e.g. a value read with
+        item(), is not: no guard over the inputs can say when the compile holds)."""
+        return not symbols or (self._table is not None and set(symbols) <= set(self._table.symbols))
+
     def __call__(self, value: Any, node: torch.fx.Node) -> Any:
         """`node` is the node whose arguments are being normalized: named in a bypass."""
         t = type(value)
@@ -256,6 +262,8 @@ class _ArgNormalizer:
             return _core.Slice(self(value.start, node), self(value.stop, node), self(value.step, node))
         if value is Ellipsis:
             return _ELLIPSIS
+        if t is complex:  # a constant such as (1 + 2j): both parts bit-exact (float.hex), tagged apart from tuples
+            return _core.TorchEnum("complex", f"{value.real.hex()},{value.imag.hex()}")
         if t is torch.dtype:
             return _core.TorchEnum("dtype", _strip_torch(str(value)))
         if t is torch.device:
@@ -294,11 +302,12 @@ def _semantic_meta(node: torch.fx.Node, normalize: _ArgNormalizer) -> dict[str, 
         # inputs read back with item()): torch's serializable compile cannot trace it (DataDependentOutputException).
         raise Bypass("dynamic_shapes", f"node {node.name} computes a symbolic float")
     if "unbacked_bindings" in node.meta or (
-        isinstance(value, (torch.SymInt, torch.SymBool)) and free_unbacked_symbols(value)
+        isinstance(value, (torch.SymInt, torch.SymBool))
+        and (free_unbacked_symbols(value) or not normalize.knows_symbols(value.node.expr.free_symbols))
     ):
-        # A data-dependent size (nonzero, item() under capture_scalar_outputs): no input carries it, so no guard
-        # over the inputs could say when a compile is valid. Documented as a dynamic_shapes bypass.
-        raise Bypass("dynamic_shapes", f"node {node.name} produces an unbacked (data-dependent) size")
+        # A data-dependent size (nonzero, item() under capture_scalar_outputs, unbacked or not): no input carries it,
+        # so no guard over the inputs could say when a compile is valid. Documented as a dynamic_shapes bypass.
+        raise Bypass("dynamic_shapes", f"node {node.name} produces a data-dependent size")
     if not _KNOWN_META.issuperset(node.meta):
         unknown = sorted(node.meta.keys() - _KNOWN_META)
         raise Bypass("unknown_node_meta", f"node {node.name} carries node meta {unknown} that aotcache does not know")

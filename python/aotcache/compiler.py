@@ -95,11 +95,11 @@ _CACHE_SWITCHES = (
 
 
 @contextlib.contextmanager
-def _env_forced_switches_lifted() -> Iterator[None]:
+def _env_forced_switches_lifted(switches: Sequence[tuple[Any, str]] = _CACHE_SWITCHES) -> Iterator[None]:
     from torch.utils._config_module import _UNSET_SENTINEL
 
     with contextlib.ExitStack() as stack:
-        for module, name in _CACHE_SWITCHES:
+        for module, name in switches:
             entry = module._config.get(name)
             if entry is not None and getattr(entry, "env_value_force", _UNSET_SENTINEL) is not _UNSET_SENTINEL:
                 stack.enter_context(mock.patch.object(entry, "env_value_force", _UNSET_SENTINEL))
@@ -153,10 +153,17 @@ def load_serialized(payload: bytes) -> Callable[..., Any]:
 
 
 def compile_plain(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, Any]) -> Callable:
-    """What backend="inductor" would do: the path of every bypass."""
+    """What backend="inductor" would do: the path of every bypass and fallback. Torch's own AOTAutograd cache stays
+    off for it (aotcache is the cache of that stage): in torch 2.13 it loses the guard that specializes a symbolic
+    float (a graph returning `c * 2` for a float argument `c` keeps returning the first value: the adversarial case
+    dyn_python_float_returned). Inductor's FX graph cache is left as the user set it."""
     from torch._inductor.compile_fx import compile_fx
 
-    return compile_fx(gm, list(example_inputs), config_patches=dict(options) or None)
+    with (
+        _env_forced_switches_lifted([(functorch_config, "enable_autograd_cache")]),
+        functorch_config.patch(enable_autograd_cache=False),
+    ):
+        return compile_fx(gm, list(example_inputs), config_patches=dict(options) or None)
 
 
 def graph_state(gm: torch.fx.GraphModule) -> list[torch.Tensor]:

@@ -349,3 +349,16 @@ def test_symbolic_inputs_sharing_a_storage_bypass():
         capture_inputs(example_inputs, fakes, symbolic.build_table(fakes))
     assert e.value.code == "dynamic_shapes"
     assert "shares its storage" in e.value.message
+
+
+def test_complex_constants_are_keyed_bit_exactly_and_apart_from_tuples():
+    x = [torch.randn(3, dtype=torch.complex64)]
+    keys = {
+        _key(_traced(lambda t: t * (1 + 2j)), x).hex,
+        _key(_traced(lambda t: t * (1 + 2.0000001j)), x).hex,
+        _key(_traced(lambda t: t * (2 + 1j)), x).hex,
+        _key(_traced(lambda t: t * complex(-0.0, 2.0)), x).hex,
+        _key(_traced(lambda t: t * complex(0.0, 2.0)), x).hex,
+    }
+    assert len(keys) == 5
+    assert _key(_traced(lambda t: t * (1 + 2j)), x).hex == _key(_traced(lambda u: u * (1 + 2j)), x).hex

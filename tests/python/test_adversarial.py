@@ -1,0 +1,448 @@
+"""The adversarial suite: what real users run, under aotcache and under plain backend="inductor", fresh processes.
+
+Passes over every case of adversarial_cases.py (adversarial_worker.py, several cases per process):
+  inductor  backend="inductor", torch's own caches off (and each case under backend="eager" too)   } concurrently
+  cold      backend="aotcache" on an empty AOTCACHE_DIR                                              }
+  warm      backend="aotcache" on the cold pass's directory (2 processes); cases with `damage` have their entries
+            flipped or truncated first
+Per case: no exception anywhere; cold == inductor (bitwise unless the case states a tolerance); warm == cold
+(bitwise); cold close to eager; the same Dynamo graphs and graph breaks as inductor, every graph counted once as a
+hit, miss or bypass; the warm process meets the case's expectation (README "What is cached, what bypasses").
+
+    .venv/bin/python -m pytest -q tests/python/test_adversarial.py -s      # prints the table
+    .venv/bin/python tests/python/test_adversarial.py --table [--cases a,b] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from adversarial_cases import BY_NAME, CASES, Case, case_cache_dir, entry_files
+
+HERE = Path(__file__).parent
+PASS_TIMEOUT_S = 1500
+# The first test pays for the passes of the module fixture (about 8-10 minutes on 2 cores).
+pytestmark = pytest.mark.timeout(2 * PASS_TIMEOUT_S + 300)
+
+
+# ---- running the passes ---------------------------------------------------------------------------------------------
+def _worker(mode: str, label: str, names: list[str], out: Path, env: dict[str, str], log: Path) -> dict[str, dict]:
+    args = [sys.executable, str(HERE / "adversarial_worker.py"), mode, str(out), "--label", label, *names]
+    if mode == "inductor":
+        args.append("--eager")
+    with open(log, "w") as stderr:
+        proc = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=PASS_TIMEOUT_S)
+    log.with_suffix(".jsonl").write_text(
+        "".join(line[len("CASE ") :] + "\n" for line in proc.stdout.splitlines() if line.startswith("CASE "))
+    )
+    rows = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("CASE "):
+            row = json.loads(line[len("CASE ") :])
+            rows[row["case"]] = row
+    for name in names:  # a process that died takes its remaining cases with it: each is a failure
+        if name not in rows:
+            tail = log.read_text()[-3000:]
+            rows[name] = {"case": name, "exception": f"worker {label} exited {proc.returncode}: {tail}", "stats": {}}
+    return rows
+
+
+def _damage(case: Case, cache_root: Path) -> list[str]:
+    """Flips bytes in the middle of, or truncates, every entry file the cold pass wrote for `case`."""
+    done = []
+    for path in entry_files(case_cache_dir(case.name, str(cache_root))):
+        data = bytearray(path.read_bytes())
+        if case.damage == "delete":
+            path.unlink()
+            done.append(path.name)
+            continue
+        if case.damage == "flip":
+            mid = len(data) // 2
+            data[mid : mid + 16] = bytes(b ^ 0xFF for b in data[mid : mid + 16])
+        else:
+            data = data[: len(data) // 2]
+        path.write_bytes(bytes(data))
+        done.append(path.name)
+    return done
+
+
+def run_passes(root: Path, names: list[str]) -> dict[str, Any]:
+    cache, out = root / "aotcache", root / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update(
+        {
+            "AOTCACHE_DIR": str(cache),
+            "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONPATH": os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]),
+        }
+    )
+    for name in ("AOTCACHE_DISABLE", "AOTCACHE_MAX_SIZE", "AOTCACHE_REMOTE", "AOTCACHE_SALT"):
+        env.pop(name, None)
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        inductor = pool.submit(_worker, "inductor", "inductor", names, out, env, root / "inductor.log")
+        cold = pool.submit(_worker, "aotcache", "cold", names, out, env, root / "cold.log")
+        passes = {"inductor": inductor.result(), "cold": cold.result()}
+    t1 = time.monotonic()
+    damaged = {c.name: _damage(c, cache) for c in map(BY_NAME.get, names) if c.damage}
+    shards = [names[0::2], names[1::2]]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        futures = [
+            pool.submit(_worker, "aotcache", "warm", shard, out, env, root / f"warm{i}.log")
+            for i, shard in enumerate(shards)
+            if shard
+        ]
+        passes["warm"] = {k: v for f in futures for k, v in f.result().items()}
+    t2 = time.monotonic()
+    seconds = {"cold+inductor": t1 - t0, "warm": t2 - t1}
+    (root / "seconds.json").write_text(json.dumps(seconds))
+    return {**passes, "out": out, "damaged": damaged, "seconds": seconds}
+
+
+def load_passes(root: Path) -> dict[str, Any]:
+    """The passes of an earlier run kept in `root` (--keep), to judge them again without running them."""
+
+    def rows(*files: str) -> dict[str, dict]:
+        found = {}
+        for f in files:
+            if (root / f).exists():
+                for line in (root / f).read_text().splitlines():
+                    found[json.loads(line)["case"]] = json.loads(line)
+        return found
+
+    seconds = json.loads((root / "seconds.json").read_text()) if (root / "seconds.json").exists() else {}
+    return {
+        "inductor": rows("inductor.jsonl"),
+        "cold": rows("cold.jsonl"),
+        "warm": rows("warm0.jsonl", "warm1.jsonl"),
+        "out": root / "out",
+        "damaged": {},
+        "seconds": {"cold+inductor": seconds.get("cold+inductor", 0.0), "warm": seconds.get("warm", 0.0)},
+    }
+
+
+# ---- checks -------------------------------------------------------------------------------------------------------
+def differences(a: Any, b: Any, tol: tuple[float, float] | None, path: str = "") -> list[str]:
+    """Where `b` differs from `a`: bitwise when `tol` is None, else within (atol, rtol); non-tensors exactly."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return [f"{path or 'keys'}: {sorted(a)} vs {sorted(b)}"]
+        return [d for k in a for d in differences(a[k], b[k], tol, f"{path}.{k}" if path else str(k))]
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return [f"{path}: length {len(a)} vs {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, tol, f"{path}[{i}]")]
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return [f"{path}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"]
+        if tol is None:
+            same_nan = a.is_floating_point() and bool((a.isnan() == b.isnan()).all())
+            if torch.equal(a, b) or (same_nan and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))):
+                return []
+        else:
+            try:
+                torch.testing.assert_close(b, a, atol=tol[0], rtol=tol[1], equal_nan=True)
+                return []
+            except AssertionError:
+                pass
+        if a.is_floating_point() or a.is_complex():
+            wide = torch.complex128 if a.is_complex() else torch.float64
+            diff = (a.to(wide) - b.to(wide)).abs().nan_to_num(float("inf"))
+            return [f"{path}: max |diff| {diff.max().item():.3g} at {diff.argmax().item()} of {a.numel()}"]
+        wrong = (a != b).flatten().nonzero().flatten()
+        i = int(wrong[0])
+        return [
+            f"{path}: {wrong.numel()} of {a.numel()} elements differ, first at {i}: "
+            f"{a.flatten()[i].item()!r} vs {b.flatten()[i].item()!r}"
+        ]
+    if isinstance(a, float) and isinstance(b, float) and tol is not None:
+        return [] if abs(a - b) <= tol[0] + tol[1] * abs(a) else [f"{path}: {a!r} vs {b!r}"]
+    if type(a) is not type(b) or a != b:
+        return [f"{path}: {a!r} vs {b!r}"]
+    return []
+
+
+def _load(out: Path, name: str, label: str) -> Any:
+    p = out / f"{name}.{label}.pt"
+    return torch.load(p, weights_only=False) if p.exists() else None
+
+
+def _internal_errors(row: dict) -> dict[str, int]:
+    stats = row.get("stats", {})
+    found = {k: v for k, v in row.get("error_kinds", {}).items() if "internal" in k}
+    found.update({f"bypass.{k}": v for k, v in row.get("bypass_reasons", {}).items() if "internal" in k})
+    for k, v in (stats.get("internal_errors") or {}).items():
+        found[f"internal_errors.{k}"] = v
+    return found
+
+
+def _error_allowed(case: Case, label: str, kind: str) -> bool:
+    allowed = list(case.errors_ok)
+    if case.expect == ("bypass", "store_unavailable"):
+        allowed.append("store_unavailable")
+    if isinstance(case.expect, tuple) and case.expect[0] == "error" and label == "warm":
+        allowed.append(case.expect[1])
+    return any(kind.startswith(prefix) for prefix in allowed)
+
+
+def counter_problems(case: Case, row: dict, reference: dict, label: str) -> list[str]:
+    """What is wrong with the counters of the `label` (cold or warm) process of `case`."""
+    if "exception" in row:
+        return ["exception (see the exception check)"]
+    p: list[str] = []
+    h, m, b, e = row["hits"], row["misses"], row["bypasses"], row["errors"]
+    graphs, breaks = row["dynamo"]["graphs"], row["dynamo"]["graph_breaks"]
+    ref = reference.get("dynamo")
+    if ref and (graphs, breaks) != (ref["graphs"], ref["graph_breaks"]):
+        p.append(f"{graphs} graphs/{breaks} graph breaks, inductor {ref['graphs']}/{ref['graph_breaks']}")
+    if h + m + b != graphs:
+        p.append(f"{graphs} graphs but {h} hits + {m} misses + {b} bypasses")
+    internal = _internal_errors(row)
+    if internal:
+        p.append(f"internal errors {internal}")
+    unexpected = {k: v for k, v in row["error_kinds"].items() if not _error_allowed(case, label, k)}
+    if unexpected or (e and not row["error_kinds"]):
+        p.append(f"errors {e} {row['error_kinds']}")
+    reasons = row["bypass_reasons"]
+    if case.expect == "hit":
+        if b:
+            p.append(f"bypassed {reasons}")
+        if label == "warm" and (m or not h):
+            p.append(f"{h} hits, {m} misses (expected every graph to hit)")
+        if label == "cold" and not (h + m):
+            p.append("nothing stored")
+    elif case.expect[0] == "bypass":
+        reason = case.expect[1]
+        if not reasons.get(reason):
+            p.append(f"expected bypass {reason}, saw {reasons or 'none'}")
+        if set(reasons) - {reason}:
+            p.append(f"other bypass reasons {reasons}")
+        if label == "warm" and m:
+            p.append(f"{m} misses")
+    elif case.expect[0] == "miss":
+        if b:
+            p.append(f"bypassed {reasons}")
+        if label == "warm" and (h or m != graphs):
+            p.append(f"{h} hits, {m} misses (expected every graph to miss: {case.expect[1]})")
+    elif case.expect[0] == "error":
+        if b:
+            p.append(f"bypassed {reasons}")
+        if label == "warm" and not row["error_kinds"].get(case.expect[1]):
+            p.append(f"error {case.expect[1]} not counted ({row['error_kinds']})")
+        if label == "warm" and not m:
+            p.append("not recompiled (0 misses)")
+    for fact, value in case.facts.items():
+        seen = row.get("facts", {}).get(fact)
+        if seen != value:
+            p.append(f"{fact} = {seen!r}, expected {value!r}")
+    if case.warning and not any(case.warning in w for w in row.get("warnings", []) + row.get("py_warnings", [])):
+        p.append(f"no warning mentioning {case.warning!r}")
+    return p
+
+
+@dataclasses.dataclass(repr=False)
+class Verdict:
+    case: Case
+    rows: dict[str, dict]
+    exceptions: list[str]
+    cold_vs_inductor: list[str]
+    warm_vs_cold: list[str]
+    cold_vs_eager: list[str]
+    cold: list[str]
+    warm: list[str]
+
+    def __repr__(self) -> str:  # pytest prints the fixture's value on a failure: keep it short
+        return f"Verdict({self.case.name}: {'ok' if self.ok else 'FAIL'})"
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.exceptions
+            or self.cold_vs_inductor
+            or self.warm_vs_cold
+            or self.cold_vs_eager
+            or self.cold
+            or self.warm
+        )
+
+
+def _compare(results: dict[str, Any], a: str, b: str, tol: tuple[float, float] | None) -> list[str]:
+    if results[a] is None or results[b] is None:
+        return [f"no results from {a if results[a] is None else b}"]
+    return differences(results[a], results[b], tol)
+
+
+def judge(passes: dict[str, Any], names: list[str]) -> dict[str, Verdict]:
+    out = passes["out"]
+    verdicts = {}
+    for name in names:
+        case = BY_NAME[name]
+        rows = {label: passes[label].get(name, {"exception": "no row"}) for label in ("inductor", "cold", "warm")}
+        exceptions = [f"{label}: {row['exception']}" for label, row in rows.items() if "exception" in row]
+        if rows["inductor"].get("eager_exception"):
+            exceptions.append(f"eager: {rows['inductor']['eager_exception']}")
+        results = {label: _load(out, name, label) for label in ("inductor", "cold", "warm", "eager")}
+
+        eager = _compare(results, "eager", "cold", case.eager_tol) if case.eager_tol is not None else []
+        verdicts[name] = Verdict(
+            case,
+            rows,
+            exceptions,
+            _compare(results, "inductor", "cold", case.tol),
+            _compare(results, "cold", "warm", None),
+            eager,
+            counter_problems(case, rows["cold"], rows["inductor"], "cold"),
+            counter_problems(case, rows["warm"], rows["inductor"], "warm"),
+        )
+    return verdicts
+
+
+# ---- the table ----------------------------------------------------------------------------------------------------
+def _expect_text(case: Case) -> str:
+    return case.expect if isinstance(case.expect, str) else f"{case.expect[0]} {case.expect[1]}"
+
+
+def _seen(row: dict) -> str:
+    if "hits" not in row:
+        return "EXC"
+    text = f"{row['hits']}/{row['misses']}/{row['bypasses']}/{row['errors']}"
+    extra = list(row["bypass_reasons"]) + list(row["error_kinds"])
+    return text + (f" ({', '.join(extra)})" if extra else "") + (" EXC" if "exception" in row else "")
+
+
+def table(verdicts: dict[str, Verdict], passes: dict[str, Any]) -> str:
+    lines = [
+        "| case | expected | cold h/m/b/e | warm h/m/b/e | cold=inductor | warm=cold | result |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, v in verdicts.items():
+        problems = []
+        if v.exceptions:
+            problems.append(f"exception in {', '.join(x.split(':', 1)[0] for x in v.exceptions)}")
+        if v.cold:
+            problems.append("cold: " + "; ".join(v.cold))
+        if v.warm:
+            problems.append("warm: " + "; ".join(v.warm))
+        if v.cold_vs_eager:
+            problems.append(f"eager differs: {v.cold_vs_eager[0]}")
+        lines.append(
+            f"| {name} | {_expect_text(v.case)} | {_seen(v.rows['cold'])} | {_seen(v.rows['warm'])} | "
+            f"{'yes' if not v.cold_vs_inductor else 'NO'} | {'yes' if not v.warm_vs_cold else 'NO'} | "
+            f"{'ok' if v.ok else 'FAIL: ' + ' / '.join(problems or ['values differ'])} |"
+        )
+    failed = sum(not v.ok for v in verdicts.values())
+    s = passes["seconds"]
+    lines.append(
+        f"\n{len(verdicts) - failed} of {len(verdicts)} cases ok; passes: cold+inductor {s['cold+inductor']:.0f}s, "
+        f"warm {s['warm']:.0f}s"
+    )
+    return "\n".join(lines)
+
+
+def details(verdicts: dict[str, Verdict]) -> str:
+    """Every failing case's symptoms in full: exceptions, differing values, counters."""
+    parts = []
+    for name, v in verdicts.items():
+        if v.ok:
+            continue
+        parts.append(f"== {name} (expected {_expect_text(v.case)})")
+        parts += [f"  exception {x[:1500]}" for x in v.exceptions]
+        parts += [f"  cold vs inductor: {d}" for d in v.cold_vs_inductor[:6]]
+        parts += [f"  warm vs cold: {d}" for d in v.warm_vs_cold[:6]]
+        parts += [f"  cold vs eager: {d}" for d in v.cold_vs_eager[:6]]
+        parts += [f"  cold: {d}" for d in v.cold] + [f"  warm: {d}" for d in v.warm]
+        for label in ("cold", "warm"):
+            for w in v.rows[label].get("warnings", [])[:3]:
+                parts.append(f"  {label} warning: {w[:600]}")
+    return "\n".join(parts)
+
+
+# ---- pytest -------------------------------------------------------------------------------------------------------
+NAMES = [c.name for c in CASES]
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory) -> dict[str, Verdict]:
+    root = tmp_path_factory.mktemp("adversarial")
+    passes = run_passes(root, NAMES)
+    result = judge(passes, NAMES)
+    text = table(result, passes) + "\n\n" + details(result)
+    (root / "table.md").write_text(text + "\n")
+    print(f"\n{text}\n(table: {root / 'table.md'})")
+    return result
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_exception(verdicts, name):
+    assert not verdicts[name].exceptions, "\n".join(verdicts[name].exceptions)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cold_equals_inductor(verdicts, name):
+    assert not verdicts[name].cold_vs_inductor, verdicts[name].cold_vs_inductor
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_warm_equals_cold_bitwise(verdicts, name):
+    assert not verdicts[name].warm_vs_cold, verdicts[name].warm_vs_cold
+
+
+@pytest.mark.parametrize("name", [c.name for c in CASES if c.eager_tol is not None])
+def test_cold_close_to_eager(verdicts, name):
+    assert not verdicts[name].cold_vs_eager, verdicts[name].cold_vs_eager
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cold_counts_every_graph(verdicts, name):
+    assert not verdicts[name].cold, (verdicts[name].cold, verdicts[name].rows["cold"].get("warnings"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_warm_meets_expectation(verdicts, name):
+    assert not verdicts[name].warm, (verdicts[name].warm, verdicts[name].rows["warm"].get("warnings"))
+
+
+def test_the_suite_is_large_enough():
+    assert len(CASES) >= 40
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--table", action="store_true", help="print the table (the default; kept for clarity)")
+    parser.add_argument("--cases", help="comma-separated case names (default: all)")
+    parser.add_argument("--keep", help="run in this directory and keep it (default: a temporary one)")
+    parser.add_argument("--judge", help="do not run: judge again the passes kept in this directory by --keep")
+    args = parser.parse_args()
+    names = args.cases.split(",") if args.cases else NAMES
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        parser.error(f"unknown cases: {unknown}")
+    with tempfile.TemporaryDirectory(prefix="aotcache-adversarial-") as tmp:
+        root = Path(args.judge or args.keep or tmp)
+        passes = load_passes(root) if args.judge else run_passes(root, names)
+        if args.judge and not args.cases:
+            names = [n for n in NAMES if n in passes["cold"]]
+        result = judge(passes, names)
+        text = table(result, passes) + "\n\n" + details(result)
+        (root / "table.md").write_text(text + "\n")
+        print(text)
+    return 0 if all(v.ok for v in result.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
