@@ -1,6 +1,6 @@
 # aotcache: `make demo` and `make test` set everything up on a fresh Debian 12 machine, then run.
 .DEFAULT_GOAL := help
-.PHONY: help setup install build-cpp demo test test-cpp test-python lint format bench bench-quick fuzz clean
+.PHONY: help setup install build-cpp demo test test-cpp test-python zoo lint format bench bench-quick bench-zoo fuzz clean
 
 VENV        := .venv
 PY          := $(VENV)/bin/python
@@ -15,9 +15,11 @@ CPP_SOURCES := $(shell find include src -name '*.h' -o -name '*.cc') CMakeLists.
 help:
 	@echo "make demo    set up (apt, .venv, build) and run the cold-vs-warm demo in two fresh processes"
 	@echo "make test    set up and run every test (C++ ctest + pytest)"
+	@echo "make zoo     the Hugging Face model zoo, every model and workload: aotcache vs inductor, cold/warm (~30 min)"
 	@echo "make lint    clang-format and ruff checks"
 	@echo "make bench   aotcache vs torch's caches, fresh processes (25-40 min on 2 shared cores): bench/results/ + plots"
 	@echo "make bench-quick   smoke run of the benchmark (2 models, fewest reps, a few minutes): build/bench-quick/"
+	@echo "make bench-zoo   the zoo side by side with torch's caches, fresh processes (~40 min): bench/results/zoo.*"
 	@echo "make fuzz    build the graph-format fuzzer (clang, ASan+UBSan) and run it FUZZ_SECONDS (60)"
 	@echo "make clean   remove build outputs (keeps .venv)"
 
@@ -47,6 +49,10 @@ test-python: install
 
 test: lint test-cpp test-python
 
+# The whole zoo (CI runs its subset, zoo_models.CI_ITEMS, within make test); -s prints the table.
+zoo: install
+	AOTCACHE_ZOO=all nice $(PY) -m pytest -q -s tests/python/test_zoo.py
+
 lint: setup
 	clang-format --dry-run --Werror $$(find include src fuzz python/bindings bench/cpp -name '*.h' -o -name '*.cc')
 	$(VENV)/bin/ruff format --check python tests bench scripts
@@ -66,6 +72,9 @@ bench: install $(VENV)/.bench-installed
 
 bench-quick: install $(VENV)/.bench-installed
 	nice $(PY) bench/run.py --quick
+
+bench-zoo: install $(VENV)/.bench-installed
+	nice $(PY) bench/zoo.py
 FUZZ_BUILD   := build/fuzz
 FUZZ_SECONDS ?= 60
 # libFuzzer over the graph-format reader, seeded with the fixture graphs; new inputs collect in $(FUZZ_BUILD)/corpus.

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/run.py            # full: every model in DEFAULT_MODELS, key speed, plots
     .venv/bin/python bench/run.py --quick    # smoke: mlp + graph_100, one or two reps, results under build/
+    .venv/bin/python bench/run.py --zoo      # then the Hugging Face zoo (bench/zoo.py) into the same directory
 
 Per model (bench/models.py) and repetition, bench/worker.py runs in a new process in one of these modes:
 
@@ -482,6 +483,9 @@ def main() -> int:
     parser.add_argument("--no-key-speed", action="store_true")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per worker process")
+    parser.add_argument(
+        "--zoo", action="store_true", help="then run bench/zoo.py (Hugging Face models) into the same directory"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(BENCH))
     import models
@@ -541,6 +545,11 @@ def main() -> int:
         for path in plot.plot_all(report, out_dir):
             print(f"wrote {path}")
     print(f"wrote {out_dir / 'latest.json'}, {out_dir / 'latest.md'} in {report['wall_s'] / 60:.1f} min")
+    if args.zoo:
+        zoo = [sys.executable, str(BENCH / "zoo.py"), "--out-dir", str(out_dir)]
+        zoo += ["--reps", "1", "--models", "gpt2"] if args.quick else []
+        print("zoo: " + " ".join(zoo[1:]), flush=True)
+        return subprocess.run(zoo, cwd=ROOT).returncode
     return 0
 
 

@@ -1,0 +1,248 @@
+"""One fresh process running zoo items (zoo_models.py) under one backend, measured per item.
+
+usage: zoo_worker.py BACKEND OUT_DIR [--label LABEL] [--timeout S] MODEL:WORKLOAD...
+
+BACKEND:
+  aotcache         backend "aotcache" (AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR set by the caller); torch's FX graph
+                   and AOTAutograd caches off in Python config (aotcache sandboxes them anyway)
+  inductor         backend "inductor", torch's caches off: every graph really compiled (the uncached reference)
+  inductor-cached  backend "inductor", torch's FX graph + AOTAutograd caches on; needs its own TORCHINDUCTOR_CACHE_DIR
+
+Each item runs after torch._dynamo.reset() under torch.use_deterministic_algorithms(True); its model is built
+first (not timed), then the timed call compiles and runs it. An exception (or running over --timeout, default
+600 s) is caught and recorded as the item's failure. Writes OUT_DIR/<model>.<workload>.<label>.pt (label defaults to
+BACKEND) and prints one line per item, `ZOO {json}`: first_result_s (compile + run of the item), the item's deltas of
+aotcache.stats() (hits, misses, bypasses, bypass_reasons, errors, error_kinds, internal_errors, miss_reasons), of
+torch's cache counters and of Dynamo's compile-time metrics (torch._dynamo.utils.compilation_time_metrics, the dict
+behind compile_times()), the phases derived from them (Dynamo bytecode tracing, guard building, backend; for
+aotcache the key, lookup and load times of its INFO lines), aotcache's warnings, and the exception if any.
+"""
+
+from __future__ import annotations
+
+import time
+
+T_START = time.perf_counter()
+
+import json  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
+import torch._functorch.config  # noqa: E402
+import torch._inductor.config  # noqa: E402
+from torch._dynamo.utils import compilation_time_metrics, counters  # noqa: E402
+
+import zoo_models  # noqa: E402
+
+BACKENDS = ("aotcache", "inductor", "inductor-cached")
+TORCH_CACHE_COUNTERS = (
+    "autograd_cache_hit",
+    "autograd_cache_miss",
+    "autograd_cache_bypass",
+    "fxgraph_cache_hit",
+    "fxgraph_cache_miss",
+    "fxgraph_cache_bypass",
+)
+
+
+class ItemTimeout(Exception):
+    pass
+
+
+def _delta(after: Any, before: Any) -> Any:
+    """after - before over the numeric leaves of nested dicts; keys whose delta is 0 are left out."""
+    if isinstance(after, dict):
+        before = before if isinstance(before, dict) else {}
+        out = {}
+        for k, v in after.items():
+            d = _delta(v, before.get(k))
+            if d not in (0, 0.0, {}, None):
+                out[k] = d
+        return out
+    if isinstance(after, (int, float)) and not isinstance(after, bool):
+        return after - (before if isinstance(before, (int, float)) else 0)
+    return None
+
+
+class AotcacheLog(logging.Handler):
+    """aotcache's records of one item: its INFO line per compile (hit/miss/bypass with times, ms -> s) and warnings."""
+
+    _FIELD = re.compile(r"(\w+)=([0-9.]+)ms")
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.events: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            if record.exc_info and record.exc_info[1] is not None:
+                msg += f" [{type(record.exc_info[1]).__name__}: {str(record.exc_info[1])[:600]}]"
+            self.warnings.append(msg[:1500])
+            return
+        kind = msg.split(" ", 1)[0]
+        if kind not in ("hit", "miss", "bypass"):
+            return
+        event: dict[str, Any] = {"kind": kind, **{k: float(v) / 1e3 for k, v in self._FIELD.findall(msg)}}
+        if kind == "bypass":
+            event["reason"] = msg.split("reason=", 1)[1].split(" ", 1)[0].rstrip(":")
+        self.events.append(event)
+
+
+def _metrics() -> dict[str, tuple[int, float]]:
+    return {k: (len(v), sum(v)) for k, v in compilation_time_metrics.items()}
+
+
+def _metrics_delta(before: dict[str, tuple[int, float]]) -> dict[str, dict[str, float]]:
+    out = {}
+    for k, (n, s) in _metrics().items():
+        n0, s0 = before.get(k, (0, 0.0))
+        if n > n0:
+            out[k] = {"calls": n - n0, "seconds": round(s - s0, 6)}
+    return out
+
+
+def _torch_counters() -> dict[str, int]:
+    return {
+        k: int(v) for g in ("aot_autograd", "inductor") for k, v in counters[g].items() if k in TORCH_CACHE_COUNTERS
+    }
+
+
+def _dynamo_counts() -> dict[str, int]:
+    return {
+        "graphs": int(counters["stats"]["unique_graphs"]),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+    }
+
+
+def _phases(first_result_s: float, times: dict[str, dict[str, float]], events: list[dict[str, Any]]) -> dict:
+    """Where the item's time went. Dynamo = its frame compiles less the backend calls (bytecode tracing, guard
+    building, the rest of Dynamo); run = the rest of the call (execution, backward, lazy compiles at run time)."""
+
+    def s(key: str) -> float:
+        return times.get(key, {}).get("seconds", 0.0)
+
+    frames, backend = s("_compile.compile_inner"), s("OutputGraph.call_user_compiler")
+    tracing, guards = s("bytecode_tracing"), s("build_guards")
+    phases = {
+        "dynamo_s": frames - backend,
+        "tracing_s": tracing,
+        "guards_s": guards,
+        "dynamo_other_s": max(frames - backend - tracing - guards, 0.0),
+        "backend_s": backend,
+        "run_s": max(first_result_s - frames, 0.0),
+        "cxx_builds": int(times.get("compile_file", {}).get("calls", 0)),
+    }
+    if events:
+
+        def total(kinds: tuple[str, ...], field: str) -> float:
+            return sum(e.get(field, 0.0) for e in events if e["kind"] in kinds)
+
+        phases.update(
+            key_s=total(("hit", "miss"), "key_time"),
+            lookup_s=total(("hit",), "lookup"),
+            load_s=total(("hit",), "load"),
+            hit_total_s=total(("hit",), "total"),
+            miss_compile_s=total(("miss",), "compile"),
+            miss_store_s=total(("miss",), "store"),
+            bypass_compile_s=total(("bypass",), "compile"),
+        )
+    return phases
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise ItemTimeout("item ran over its time limit")
+
+
+def run_item(item: str, backend: str, label: str, out_dir: str, timeout_s: int) -> dict[str, Any]:
+    model, workload = item.split(":")
+    row: dict[str, Any] = {"item": item, "model": model, "workload": workload, "backend": backend, "label": label}
+    stats = None
+    if backend == "aotcache":
+        import aotcache
+
+        stats = aotcache.stats
+    log = AotcacheLog()
+    logger = logging.getLogger("aotcache")
+    logger.addHandler(log)
+    logger.setLevel(logging.INFO)
+    torch._dynamo.reset()
+    stats_before = stats() if stats else {}
+    torch_before, dynamo_before, metrics_before = _torch_counters(), _dynamo_counts(), _metrics()
+    first_result_s = 0.0
+    signal.alarm(timeout_s)
+    try:
+        t0 = time.perf_counter()
+        with zoo_models.deterministic():
+            call = zoo_models.prepare(item, "aotcache" if backend == "aotcache" else "inductor")
+            t1 = time.perf_counter()
+            results = call()
+        first_result_s = time.perf_counter() - t1
+        row["build_s"] = t1 - t0
+        torch.save(results, os.path.join(out_dir, f"{model}.{workload}.{label}.pt"))
+    except BaseException as e:  # every exception is the item's failure, recorded; a timeout too
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        row["exception"] = f"{type(e).__module__}.{type(e).__qualname__}: {str(e)[:3000]}"
+        row["traceback"] = traceback.format_exc()[-4000:]
+    finally:
+        signal.alarm(0)
+        logger.removeHandler(log)
+        times = _metrics_delta(metrics_before)  # before the reset: it clears Dynamo's compile-time metrics
+        torch._dynamo.reset()
+    delta = _delta(stats(), stats_before) if stats else {}
+    row["first_result_s"] = first_result_s
+    row["stats"] = delta
+    for name in ("hits", "misses", "bypasses", "errors"):
+        row[name] = delta.get(name, 0)
+    for name in ("bypass_reasons", "error_kinds", "internal_errors", "miss_reasons"):
+        row[name] = delta.get(name, {})
+    row["torch_counters"] = _delta(_torch_counters(), torch_before)
+    row["dynamo"] = {k: v - dynamo_before[k] for k, v in _dynamo_counts().items()}
+    row["compile_times"] = times
+    row["phases"] = _phases(first_result_s, times, log.events)
+    row["aotcache_events"] = log.events
+    row["warnings"] = log.warnings
+    return row
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if len(args) < 3 or args[0] not in BACKENDS:
+        raise SystemExit(__doc__)
+    backend, out_dir, rest = args[0], args[1], args[2:]
+    label, timeout_s = backend, 600
+    for flag in ("--label", "--timeout"):
+        if flag in rest:
+            i = rest.index(flag)
+            if flag == "--label":
+                label = rest[i + 1]
+            else:
+                timeout_s = int(rest[i + 1])
+            del rest[i : i + 2]
+    items = zoo_models.parse_items(",".join(rest))
+    cached = backend == "inductor-cached"
+    if cached and not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        raise SystemExit("inductor-cached needs its own TORCHINDUCTOR_CACHE_DIR")
+    torch._inductor.config.fx_graph_cache = cached
+    torch._functorch.config.enable_autograd_cache = cached
+    if backend == "aotcache":
+        import aotcache  # noqa: F401  (counted in import_s, not in the first item)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    os.makedirs(out_dir, exist_ok=True)
+    process = {"pid": os.getpid(), "import_s": time.perf_counter() - T_START}
+    for item in items:
+        row = run_item(item, backend, label, out_dir, timeout_s)
+        row["process"] = process
+        print("ZOO " + json.dumps(row, default=repr), flush=True)
+
+
+if __name__ == "__main__":
+    main()
