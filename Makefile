@@ -15,11 +15,11 @@ CPP_SOURCES := $(shell find include src -name '*.h' -o -name '*.cc') CMakeLists.
 help:
 	@echo "make demo    set up (apt, .venv, build) and run the cold-vs-warm demo in two fresh processes"
 	@echo "make test    set up and run every test (C++ ctest + pytest)"
-	@echo "make zoo     the Hugging Face model zoo, every model and workload: aotcache vs inductor, cold/warm (~30 min)"
+	@echo "make zoo     the Hugging Face model zoo, every model and workload: aotcache vs inductor, cold/warm (~20-25 min)"
 	@echo "make lint    clang-format and ruff checks"
 	@echo "make bench   aotcache vs torch's caches, fresh processes (25-40 min on 2 shared cores): bench/results/ + plots"
 	@echo "make bench-quick   smoke run of the benchmark (2 models, fewest reps, a few minutes): build/bench-quick/"
-	@echo "make bench-zoo   the zoo side by side with torch's caches, fresh processes (~40 min): bench/results/zoo.*"
+	@echo "make bench-zoo   the zoo side by side with torch's caches, fresh processes (~30 min): bench/results/zoo.*"
 	@echo "make fuzz    build the graph-format fuzzer (clang, ASan+UBSan) and run it FUZZ_SECONDS (60)"
 	@echo "make clean   remove build outputs (keeps .venv)"
 
@@ -49,7 +49,7 @@ test-python: install
 
 test: lint test-cpp test-python
 
-# The whole zoo (CI runs its subset, zoo_models.CI_ITEMS, within make test); -s prints the table.
+# The whole zoo (make test runs only its judge's unit checks for now; AOTCACHE_ZOO=ci the CI subset); -s: the table.
 zoo: install
 	AOTCACHE_ZOO=all nice $(PY) -m pytest -q -s tests/python/test_zoo.py
 
