@@ -28,6 +28,7 @@ from torch._dynamo.utils import counters
 
 import aotcache
 from adversarial_cases import BY_NAME, CASES, Case
+from stats_delta import delta
 
 CASE_TIMEOUT_S = 300
 
@@ -38,21 +39,6 @@ class CaseTimeout(Exception):
 
 def _on_alarm(signum, frame):
     raise CaseTimeout(f"case ran over {CASE_TIMEOUT_S}s")
-
-
-def _delta(after: Any, before: Any) -> Any:
-    """after - before over the numeric leaves of aotcache.stats(); keys whose delta is 0 are left out."""
-    if isinstance(after, dict):
-        before = before if isinstance(before, dict) else {}
-        out = {}
-        for k, v in after.items():
-            d = _delta(v, before.get(k))
-            if d not in (0, 0.0, {}, None):
-                out[k] = d
-        return out
-    if isinstance(after, (int, float)) and not isinstance(after, bool):
-        return after - (before if isinstance(before, (int, float)) else 0)
-    return None
 
 
 def _dynamo_counts() -> dict[str, int]:
@@ -136,7 +122,7 @@ def run_one(case: Case, backend: str, out_path: str | None) -> dict[str, Any]:
         logger.setLevel(old_level)
         torch._dynamo.reset()
         _restore(state)
-    stats = _delta(aotcache.stats(), stats_before)
+    stats = delta(aotcache.stats(), stats_before)
     row["stats"] = stats
     for name in ("hits", "misses", "bypasses", "errors"):
         row[name] = stats.get(name, 0)

@@ -25,6 +25,7 @@ import torch
 import aotcache
 from aotcache import _core, capture, compiler, counters, global_state, guarded, kernels, settings, single_flight
 from aotcache.storage.tiered import TieredStore
+from stats_delta import delta
 
 
 class InjectedFault(RuntimeError):
@@ -81,18 +82,6 @@ def run(which: str, backend: str) -> dict[str, torch.Tensor]:
     return out
 
 
-def delta(before: dict, after: dict) -> dict:
-    out = {}
-    for k, v in after.items():
-        if isinstance(v, dict):
-            d = delta(before.get(k, {}), v)
-            if d:
-                out[k] = d
-        elif isinstance(v, (int, float)) and v != before.get(k, 0):
-            out[k] = v - before.get(k, 0)
-    return out
-
-
 def main() -> None:
     work = Path(sys.argv[1])
     phases = sys.argv[2:] or list(PHASES)
@@ -127,7 +116,7 @@ def main() -> None:
             traceback.print_exc(file=sys.stdout)
         finally:
             setattr(owner, attr, original)
-        stats = delta(before, aotcache.stats())
+        stats = delta(aotcache.stats(), before)
         row = {
             "phase": phase,
             "which": which,

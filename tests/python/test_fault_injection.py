@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from fault_injection_worker import COUNTED_AS, PHASES
 
 HERE = Path(__file__).parent

@@ -39,6 +39,7 @@ import torch._inductor.config  # noqa: E402
 from torch._dynamo.utils import compilation_time_metrics, counters  # noqa: E402
 
 import zoo_models  # noqa: E402
+from stats_delta import delta  # noqa: E402
 
 BACKENDS = ("aotcache", "inductor", "inductor-cached")
 TORCH_CACHE_COUNTERS = (
@@ -53,21 +54,6 @@ TORCH_CACHE_COUNTERS = (
 
 class ItemTimeout(Exception):
     pass
-
-
-def _delta(after: Any, before: Any) -> Any:
-    """after - before over the numeric leaves of nested dicts; keys whose delta is 0 are left out."""
-    if isinstance(after, dict):
-        before = before if isinstance(before, dict) else {}
-        out = {}
-        for k, v in after.items():
-            d = _delta(v, before.get(k))
-            if d not in (0, 0.0, {}, None):
-                out[k] = d
-        return out
-    if isinstance(after, (int, float)) and not isinstance(after, bool):
-        return after - (before if isinstance(before, (int, float)) else 0)
-    return None
 
 
 class AotcacheLog(logging.Handler):
@@ -197,14 +183,14 @@ def run_item(item: str, backend: str, label: str, out_dir: str, timeout_s: int) 
         logger.removeHandler(log)
         times = _metrics_delta(metrics_before)  # before the reset: it clears Dynamo's compile-time metrics
         torch._dynamo.reset()
-    delta = _delta(stats(), stats_before) if stats else {}
+    stats_delta = delta(stats(), stats_before) if stats else {}
     row["first_result_s"] = first_result_s
-    row["stats"] = delta
+    row["stats"] = stats_delta
     for name in ("hits", "misses", "bypasses", "errors"):
-        row[name] = delta.get(name, 0)
+        row[name] = stats_delta.get(name, 0)
     for name in ("bypass_reasons", "error_kinds", "internal_errors", "miss_reasons"):
-        row[name] = delta.get(name, {})
-    row["torch_counters"] = _delta(_torch_counters(), torch_before)
+        row[name] = stats_delta.get(name, {})
+    row["torch_counters"] = delta(_torch_counters(), torch_before)
     row["dynamo"] = {k: v - dynamo_before[k] for k, v in _dynamo_counts().items()}
     row["compile_times"] = times
     row["phases"] = _phases(first_result_s, times, log.events)
