@@ -51,7 +51,7 @@ def _read(req: CompileRequest, key_hex: str) -> Read:
     """The local entry, else the remote one backfilled into the local store."""
     tiers = req.tiers
     req.enter("lookup")
-    read = tiers.get(key_hex, remote_too=False)
+    read = tiers.get(key_hex)
     if read.entry is None and read.writable:
         req.enter("remote")
         fetched = tiers.fetch(key_hex)
@@ -82,7 +82,7 @@ def _load(
 
 def read_index(req: CompileRequest, key_hex: str) -> list[dict[str, Any]]:
     """The candidates of the local index of `key_hex` ([] when none or unreadable)."""
-    return decode_index(req, key_hex, req.tiers.get(key_hex, remote_too=False).entry)
+    return decode_index(req, key_hex, req.tiers.get(key_hex).entry)
 
 
 def decode_index(req: CompileRequest, key_hex: str, entry: _core.LoadedEntry | None) -> list[dict[str, Any]]:
@@ -105,7 +105,7 @@ def merged(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dic
 def _find_guarded(req: CompileRequest, keyed: Keyed) -> Found:
     key_hex = keyed.key.hex
     req.enter("lookup")
-    index = req.tiers.get(key_hex, remote_too=False)
+    index = req.tiers.get(key_hex)
     candidates = decode_index(req, key_hex, index.entry)
     found = _choose_and_load(req, keyed, candidates)
     found.writable = index.writable

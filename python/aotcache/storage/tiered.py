@@ -35,14 +35,9 @@ class TieredStore:
         self.local = local
         self.remote_settings = remote_settings
 
-    def get(self, key_hex: str, *, remote_too: bool = True) -> Read:
-        """The entry of `key_hex`: local, else (when `remote_too`) remote, backfilled into the local store."""
-        read = self._get_local(key_hex)
-        if read.entry is None and read.writable and remote_too:
-            fetched = self.fetch(key_hex)
-            if fetched is not None:
-                return Read(fetched)
-        return read
+    def get(self, key_hex: str) -> Read:
+        """The local entry of `key_hex` (the pipeline asks the remote tier itself, with `fetch`, to know the phase)."""
+        return self._get_local(key_hex)
 
     def fetch(self, key_hex: str) -> _core.LoadedEntry | None:
         """The remote entry of `key_hex`, verified and written into the local store on the way (decoded once), or
@@ -64,12 +59,6 @@ class TieredStore:
     def publish(self, key_hex: str) -> None:
         """Sends the local entry of `key_hex` to the remote tier (when one is set and writable). Never raises."""
         remote.publish(self.local, key_hex, self.remote_settings)
-
-    def remove_quietly(self, key_hex: str) -> None:
-        try:
-            self.local.remove(key_hex)
-        except _core.CacheError as e:
-            log.warning("cannot remove entry %s: %s", key_hex[:16], e)
 
     def _get_local(self, key_hex: str) -> Read:
         store = self.local
