@@ -49,7 +49,7 @@ test-python: install
 
 test: lint test-cpp test-python
 
-# The whole zoo (make test runs only its judge's unit checks for now; AOTCACHE_ZOO=ci the CI subset); -s: the table.
+# The whole zoo (make test runs the CI subset, zoo_models.CI_ITEMS); -s: the table.
 zoo: install
 	AOTCACHE_ZOO=all nice $(PY) -m pytest -q -s tests/python/test_zoo.py
 
