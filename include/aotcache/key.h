@@ -61,6 +61,22 @@ Result<CacheKey> compute_key(const KeyInputs& inputs);
 // lookup picks the first whose guards hold for the actual sizes.
 CacheKey with_guards(const CacheKey& key, const std::vector<std::string>& guards);
 
+// Everything that enters the key of a frame entry (docs/frame-entry-format.md): the frame's code by content and
+// the context a frame hit skips (the graph keys' config, environment and user components, and the frame's module).
+struct FrameKeyInputs {
+  std::string code_digest;  // SHA-256 hex of the normalized code object
+  std::string code_name;    // "module.qualname", for the manifest's summary only
+  Value config;             // as KeyInputs::config, plus Dynamo's config
+  Value environment;        // as KeyInputs::environment
+  Value user;               // as KeyInputs::user
+};
+
+// Version of the frame key's component set. Bump on any change.
+constexpr uint32_t k_frame_key_schema_version = 1;
+
+// The key of a frame entry. Its manifest starts with a "frame_format" component, so it never equals a graph key.
+Result<CacheKey> compute_frame_key(const FrameKeyInputs& inputs);
+
 // The digest a component named `name` with canonical encoding `encoded` has in a manifest.
 std::string component_digest(const std::string& name, std::string_view encoded);
 

@@ -94,6 +94,9 @@ def compute_key(
     environment: dict[str, Any],
     user: dict[str, Any],
 ) -> CacheKey: ...
+def compute_frame_key(
+    code_digest: str, code_name: str, config: dict[str, Any], environment: dict[str, Any], user: dict[str, Any]
+) -> CacheKey: ...
 def serialize_graph(
     graph: Graph,
     inputs: list[TensorMeta | int | float | bool],

@@ -32,6 +32,11 @@ from aotcache.storage.tiered import TieredStore
 
 log = logging.getLogger("aotcache")
 
+if settings.current().frames:  # before the first frame runs: Dynamo imports this module at torch.compile()
+    from aotcache import frames as _frames
+
+    _frames.enable()
+
 _stores_lock = threading.Lock()
 _stores: dict[tuple, _core.LocalStore] = {}
 _unavailable: set[tuple] = set()
@@ -58,12 +63,29 @@ def aotcache_backend(
     try:
         with counters.batch() as batch:
             req = CompileRequest(gm, example_inputs, opts, settings.current())
-            return _run(req, batch)
+            fn = _run(req, batch)
+            if req.entry_key is not None and req.settings.frames:
+                _tag(fn, req)
+            return fn
     except _TorchRaised as raised:
         raise raised.error from None
     except Exception as e:  # a fault in the boundary's own handling: the last resort
         outcome.internal_error(req, e)
         return compiler.compile_plain(gm, example_inputs, opts)  # what it raises is the user's
+
+
+def _tag(fn: Callable[..., Any], req: CompileRequest) -> None:
+    """Tells the frame cache which entry `fn` is the artifact of. Only a callable that is the artifact itself, or
+    its single-output unwrapping, can be rebuilt from the entry alone: one bound to lifted state is not tagged, and
+    its frame is not frame-cached."""
+    if compiler.graph_state(req.gm):
+        return
+    try:
+        from aotcache.frames import tags
+
+        tags.tag(fn, req.entry_key, single=compiler.returns_single(req.gm))
+    except Exception as e:  # the frame is not recorded; the graph is served as always
+        outcome.internal_error(req, e)
 
 
 def _run(req: CompileRequest, batch: counters.Batch) -> Callable[..., Any]:

@@ -175,6 +175,12 @@ def graph_state(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
     ]
 
 
+def returns_single(gm: torch.fx.GraphModule) -> bool:
+    """Whether `gm` returns one value rather than a sequence (the compiled artifact always returns a sequence)."""
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    return not isinstance(output.args[0], (tuple, list))
+
+
 def bind_to_graph(fn: Callable[..., Any], gm: torch.fx.GraphModule) -> Callable[..., Any]:
     """A loaded artifact is the inner compiled function; give it the calling convention of `gm` as compile_fx does:
     - it takes the graph module's parameters and buffers first, as AOTAutograd lifted them at compile time (graphs
@@ -182,8 +188,7 @@ def bind_to_graph(fn: Callable[..., Any], gm: torch.fx.GraphModule) -> Callable[
       ones, so that updates land on them and updated values are used;
     - it returns a sequence even when the graph returns a single value (graphs not captured by Dynamo): unwrap."""
     state = graph_state(gm)
-    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    single = not isinstance(output.args[0], (tuple, list))
+    single = returns_single(gm)
     if not state and not single:
         return fn
 

@@ -229,3 +229,23 @@ def environment() -> dict[str, Any]:
 
 def user_state(salt: str) -> dict[str, Any]:
     return {"salt": salt}
+
+
+def frame_config() -> dict[str, Any]:
+    """Dynamo's and torch.compiler's configs, for the key of a frame entry: they decide what tracing produces. A
+    value that is not plain enters as its repr (an address in it only costs hits, never soundness)."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, (set, frozenset)):  # a set's repr follows the process's string hashing
+            return sorted(repr(v) for v in value)
+        try:
+            _check_plain(value, "")
+            return value
+        except Bypass:
+            return repr(value)
+
+    out: dict[str, Any] = {}
+    for name, module in (("dynamo", torch._dynamo.config), ("compiler", torch.compiler.config)):
+        fields = module.save_config_portable(ignore_private_configs=False)
+        out[name] = {k: plain(v) for k, v in sorted(fields.items())}
+    return out

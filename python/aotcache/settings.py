@@ -66,6 +66,9 @@ class Settings:
     this long for its entry, then compile anyway. 0 = never wait. `AOTCACHE_COMPILE_WAIT` (seconds, or 10m, ...)."""
     remote: RemoteSettings | None = None
     """The remote tier, or None when off."""
+    frames: bool = False
+    """Cache Dynamo's frame results too (frames/): a warm start skips Dynamo's tracing of frames whose code,
+    guards and context match. `AOTCACHE_FRAMES=1`; opt-in while it is proven."""
     kernels: bool = True
     """Carry the compiled C++ kernels in entries and install them on a hit on a machine of the same build
     (`kernels.py`). `AOTCACHE_KERNELS=0` turns it off."""
@@ -211,6 +214,7 @@ def _from_environment(remote_urls: str | None = None) -> Settings:
         ),
         remote=_remote_from_environment(remote_urls),
         kernels=_env_bool("AOTCACHE_KERNELS", True),
+        frames=_env_bool("AOTCACHE_FRAMES", False),
         isa_probe_memo=_env_bool("AOTCACHE_ISA_PROBE_MEMO", True),
         eviction=_env_or_default("AOTCACHE_EVICTION", _eviction, DEFAULT_EVICTION, "eviction_config"),
         signing_key=signing_key,
@@ -258,6 +262,7 @@ def configure(
     isa_probe_memo: bool | None = None,
     kernels: bool | None = None,
     eviction: str | None = None,
+    frames: bool | None = None,
 ) -> Settings:
     """Overrides settings for this process; `None` leaves a setting as it is. `remote=""` turns the remote tier off;
     the other remote_* options apply whether the URLs come from `remote=` or from AOTCACHE_REMOTE. Durations take
@@ -306,6 +311,7 @@ def configure(
             ("isa_probe_memo", isa_probe_memo),
             ("kernels", kernels),
             ("eviction", eviction),
+            ("frames", frames),
         ):
             if value is not None:
                 _overrides[name] = os.path.abspath(os.path.expanduser(value)) if name == "cache_dir" else value
@@ -314,7 +320,12 @@ def configure(
                 _remote_overrides[_REMOTE_FIELDS[name]] = value
         if remote is not None:
             _remote_urls[:] = [remote]
-    return current()
+    settings = current()
+    if settings.frames:
+        from aotcache import frames as frame_cache
+
+        frame_cache.enable()
+    return settings
 
 
 def reset() -> None:

@@ -454,6 +454,21 @@ NB_MODULE(_core, m) {
       "graph"_a, "inputs"_a, "autograd_state"_a, "config"_a, "environment"_a, "user"_a);
 
   m.def(
+      "compute_frame_key",
+      [](const std::string& code_digest, const std::string& code_name, nb::dict config, nb::dict environment,
+         nb::dict user) {
+        FrameKeyInputs in;
+        in.code_digest = code_digest;
+        in.code_name = code_name;
+        in.config = to_value(config, 0);
+        in.environment = to_value(environment, 0);
+        in.user = to_value(user, 0);
+        return unwrap(compute_frame_key(in));
+      },
+      "code_digest"_a, "code_name"_a, "config"_a, "environment"_a, "user"_a,
+      "The key of a frame entry (docs/frame-entry-format.md). Raises CacheError for a malformed input.");
+
+  m.def(
       "serialize_graph",
       [](const Graph& g, nb::list inputs, std::optional<nb::dict> constants, uint64_t max_constant_bytes) {
         CapturedGraph cg;

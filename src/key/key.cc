@@ -89,6 +89,30 @@ Result<CacheKey> compute_key(const KeyInputs& in) {
   return key;
 }
 
+Result<CacheKey> compute_frame_key(const FrameKeyInputs& in) {
+  if (in.code_digest.size() != 64) return Status::invalid_argument("compute_frame_key: code digest is not SHA-256 hex");
+  CacheKey key;
+  auto& comps = key.manifest.components;
+  {
+    ByteWriter w;
+    w.u32(k_frame_key_schema_version);
+    comps.push_back(
+        make_component("frame_format", w.bytes(), "frame key schema v" + std::to_string(k_frame_key_schema_version)));
+  }
+  {
+    ByteWriter w;
+    w.str(in.code_digest);
+    comps.push_back(make_component("code", w.bytes(), internal::truncate(in.code_name + " " + in.code_digest.substr(0, 16))));
+  }
+  for (const auto& [name, value] : {std::pair<const char*, const Value*>{"config", &in.config},
+                                    {"environment", &in.environment},
+                                    {"user", &in.user}}) {
+    AOTCACHE_RETURN_IF_ERROR(add_dict_component(name, *value, &key));
+  }
+  key.digest = key_digest_of(key.manifest);
+  return key;
+}
+
 CacheKey with_guards(const CacheKey& key, const std::vector<std::string>& guards) {
   ByteWriter w;
   w.u32(static_cast<uint32_t>(guards.size()));

@@ -72,6 +72,7 @@ def _load(
         fn = compiler.load_serialized(entry.payload)
     if delta:
         counters.record(delta, req.local)
+    req.entry_key = entry.key
     fn = compiler.bind_to_graph(fn, req.gm)
     if guards is not None:
         req.enter("guard_installation")

@@ -53,6 +53,7 @@ def _persist_static(req: CompileRequest, keyed: Keyed, compiled: Compiled, writa
             written = req.tiers.put(
                 key, compiled.payload, _metadata(compiled), _serialized_graph(keyed), compiled.kernels
             )
+            req.entry_key = key.hex
         except _core.CacheError as e:
             outcome.store_failed(req, key.hex, e)
     outcome.miss(req, key.hex, causes, compiled.seconds, written, f" bytes={len(compiled.payload)}{detail}")
@@ -75,6 +76,7 @@ def _persist_guarded(req: CompileRequest, keyed: Keyed, compiled: Compiled, foun
         written = tiers.put(
             candidate_key, compiled.payload, _metadata(compiled), _serialized_graph(keyed), compiled.kernels
         )
+        req.entry_key = candidate_key.hex
         # Read-modify-write of the index (under the compile lock of this graph on this machine): the newest local
         # and remote candidates, plus ours. Writers on two machines at once may drop one candidate from the remote
         # index (a later guard miss re-adds it); never a wrong hit.

@@ -35,6 +35,9 @@ class CompileRequest:
     phase: str = "start"
     """The phase running now: an unexpected exception is counted under it."""
     timings: Timings = dataclasses.field(default_factory=Timings)
+    entry_key: str | None = None
+    """The key of the stored entry the returned callable is the artifact of (a hit's, a stored miss's): what a
+    frame entry references (frames/)."""
 
     @property
     def local(self) -> _core.LocalStore | None:

@@ -1,0 +1,23 @@
+"""The frame cache: a warm start that skips Dynamo's tracing, soundly (opt-in: AOTCACHE_FRAMES=1,
+`configure(frames=True)`).
+
+Dynamo turns each Python frame it compiles into transformed bytecode, guards and compiled graphs. aotcache already
+stores the graphs; a frame entry stores the rest, keyed by the frame's code by content (never by name and line),
+and checked on load as Dynamo would check it: the inlined code's source files unchanged, every guard serialized in
+full (identity guards carried as content guards) and holding for the call. Anything short of that traces as usual.
+
+    content.py   code digests, source files of inlined code, objects guarded by identity, by content
+    guards.py    identity guards -> content guards
+    entry.py     the entry payload format (docs/frame-entry-format.md)
+    tags.py      which graph entry a compiled callable came from
+    hooks.py     the hooks into Dynamo, the load and record paths
+"""
+
+from __future__ import annotations
+
+
+def enable() -> None:
+    """Installs the hooks into Dynamo (once per process); frames are then cached while the setting is on."""
+    from aotcache.frames import hooks
+
+    hooks.install()

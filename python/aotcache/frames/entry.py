@@ -1,0 +1,52 @@
+"""Frame entries: the payload format (docs/frame-entry-format.md); the key is `_core.compute_frame_key`.
+
+A frame entry lives in the same store as graph entries (checksummed, signed when a key is set, evicted, shared
+through the remote tier), with metadata `payload_kind` = KIND. Its payload is UTF-8 JSON:
+
+    {"format": 1, "candidates": [candidate, ...]}          newest last, at most MAX_CANDIDATES
+    candidate = {
+      "guards": base64 of Dynamo's pickled GuardsState (identity guards replaced by content guards, guards.py),
+      "code": base64 of marshal(transformed code object) (Python version is in the key),
+      "globals": {name: {"kind": "graph", "key": hex, "single": bool}
+                      | {"kind": "function", "code": base64 marshal}         a resume function
+                      | {"kind": "module", "name": module}                   an import alias
+                      | {"kind": "builtins"}},                               Dynamo's builtins dict
+      "sources": [[module, sha256 of its source file], ...]                  every module Dynamo inlined code from
+    }
+
+Unmarshalling and unpickling happen only after the store verified the entry (checksum, and signature when a key is
+set): a frame entry carries executable bytecode.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+KIND = "aotcache.frame"
+FORMAT = 1
+MAX_CANDIDATES = 8
+
+
+def encode(candidates: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"format": FORMAT, "candidates": candidates[-MAX_CANDIDATES:]}, sort_keys=True).encode()
+
+
+def decode(payload: bytes) -> list[dict[str, Any]]:
+    """The candidates of a payload; ValueError when it is not a frame entry of this format."""
+    try:
+        doc = json.loads(payload.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"frame entry is not JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("candidates"), list):
+        raise ValueError(f"frame entry format {doc.get('format') if isinstance(doc, dict) else '?'} is not {FORMAT}")
+    return doc["candidates"]
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text.encode(), validate=True)

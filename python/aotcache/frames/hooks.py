@@ -1,0 +1,441 @@
+"""The frame cache's hooks into Dynamo (torch 2.13), and the load and record paths they run.
+
+- `convert_frame._compile` (Dynamo's compile of one frame): for a frame compiled for backend "aotcache" with
+  frames on, the frame's entry is looked up first (key: the code by content, the module, configs, environment,
+  salt). A candidate whose inlined sources are unchanged and whose guards hold for this call has its globals
+  installed (graphs loaded from their entries, resume functions, import aliases) and is returned as Dynamo's own
+  result: the frame runs without tracing. Otherwise Dynamo traces as always and the result is recorded.
+- `convert_frame.CheckFunctionManager`: while a frame is recorded, its guards are built with save_guards=True, so
+  Dynamo serializes them; `CheckFunctionManager.serialize_guards`: identity guards become content guards first
+  (guards.py). A frame whose guards cannot be serialized in full is not recorded (counted with the reason).
+
+Every failure of ours is a fallback to Dynamo's own path, counted `frames.internal_error.<phase>`; counters
+`frames.hits`, `frames.misses`, `frames.recorded`, `frames.bypass.<reason>`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import inspect
+import itertools
+import json
+import logging
+import marshal
+import threading
+import time
+import types
+from typing import Any
+
+import torch
+
+from aotcache import _core, compiler, counters, global_state, isa_probe, kernels, settings
+from aotcache.errors import Bypass
+from aotcache.frames import content, entry, guards, tags
+
+log = logging.getLogger("aotcache")
+
+_state = threading.local()
+_installed = False
+_install_lock = threading.Lock()
+_warned: set[tuple[str, str]] = set()
+
+
+class _Refused(Exception):
+    """The frame cannot be frame-cached; `code` is the counted reason."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclasses.dataclass
+class _Frame:
+    code: types.CodeType
+    f_globals: dict[str, Any]
+    f_locals: dict[str, Any]
+    cfg: settings.Settings
+    tiers: Any  # storage.tiered.TieredStore
+    key: _core.CacheKey
+
+
+@dataclasses.dataclass
+class _Recording:
+    frame: _Frame
+    guards_state: bytes | None = None
+    output_graph: Any = None
+    refused: _Refused | None = None
+
+
+# ---- installation ---------------------------------------------------------------------------------------------------
+def install() -> None:
+    """Wraps the three Dynamo internals, once per process."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        from torch._dynamo import convert_frame
+        from torch._dynamo import guards as dynamo_guards
+
+        original_compile = convert_frame._compile
+        signature = inspect.signature(original_compile)
+        original_cfm = convert_frame.CheckFunctionManager
+        original_serialize = dynamo_guards.CheckFunctionManager.serialize_guards
+
+        def _compile(*args: Any, **kwargs: Any) -> Any:
+            return _compile_frame(original_compile, signature, args, kwargs)
+
+        class RecordingCheckFunctionManager(original_cfm):  # type: ignore[misc, valid-type]
+            def __init__(self, f_code: Any, output_graph: Any = None, *args: Any, **kwargs: Any) -> None:
+                rec = _recording()
+                if rec is None or f_code is not rec.frame.code:
+                    super().__init__(f_code, output_graph, *args, **kwargs)
+                    return
+                kwargs["save_guards"] = True
+                kwargs["strict_error"] = False
+                super().__init__(f_code, output_graph, *args, **kwargs)
+                rec.guards_state = self.guards_state
+                rec.output_graph = output_graph
+
+        def serialize_guards(self: Any, builder: Any, sorted_guards: Any, output_graph: Any) -> bytes:
+            rec = _recording()
+            if rec is None:
+                return original_serialize(self, builder, sorted_guards, output_graph)
+            try:
+                carried = [guards.portable(builder, g) for g in sorted_guards]
+                return original_serialize(self, builder, carried, output_graph)
+            except Exception as e:  # Dynamo catches PackageError only: the frame traces, unrecorded
+                rec.refused = _Refused("guards", f"{type(e).__name__}: {e}")
+                raise torch._dynamo.exc.PackageError(str(e)) from None
+
+        convert_frame._compile = _compile
+        convert_frame.CheckFunctionManager = RecordingCheckFunctionManager
+        dynamo_guards.CheckFunctionManager.serialize_guards = serialize_guards
+        _installed = True
+
+
+def _recording() -> _Recording | None:
+    stack = getattr(_state, "recordings", None)
+    return stack[-1] if stack else None
+
+
+# ---- the wrapped compile of one frame --------------------------------------------------------------------------------
+def _compile_frame(original: Any, signature: inspect.Signature, args: tuple, kwargs: dict) -> Any:
+    try:
+        bound = signature.bind(*args, **kwargs)
+        frame = _frame_of(bound.arguments)
+    except Exception as e:
+        _internal_error("key", e, None)
+        frame = None
+    if frame is None:
+        return original(*args, **kwargs)
+    try:
+        loaded = _load(frame, bound.arguments.get("compile_id"))
+    except Exception as e:
+        _internal_error("load", e, frame)
+        loaded = None
+    if loaded is not None:
+        return loaded
+    rec = _Recording(frame)
+    stack = getattr(_state, "recordings", None)
+    if stack is None:
+        stack = _state.recordings = []
+    stack.append(rec)
+    t0 = time.perf_counter()
+    try:
+        result = original(*args, **kwargs)
+    finally:
+        stack.pop()
+    try:
+        _record(rec, result, time.perf_counter() - t0)
+    except _Refused as r:
+        _count({"frames.bypasses": 1, f"frames.bypass.{r.code}": 1}, frame)
+        log.info("frame bypass reason=%s %s: %s", r.code, _name(frame.code), r)
+    except Exception as e:
+        _internal_error("record", e, frame)
+    return result
+
+
+def _backend_options(compiler_fn: Any) -> dict[str, Any] | None:
+    """The Inductor options of an aotcache compile (None when `compiler_fn` is not the aotcache backend): the
+    backend sits under Dynamo's wrappers (_TorchCompileWrapper holds mode and options)."""
+    from aotcache import backend
+
+    mode, options = None, None
+    fn = compiler_fn
+    for _ in range(8):
+        if fn is backend.aotcache_backend:
+            return backend._inductor_options(mode, options)
+        if isinstance(fn, torch._TorchCompileWrapper):
+            mode, options = fn.kwargs.get("mode"), fn.kwargs.get("options")
+            fn = fn.compiler_fn
+            continue
+        inner = getattr(fn, "_torchdynamo_orig_backend", None) or getattr(fn, "compiler_fn", None)
+        if inner is None or inner is fn:
+            return None
+        fn = inner
+    return None
+
+
+def _frame_of(arguments: dict[str, Any]) -> _Frame | None:
+    """The frame to look up, or None when it is not frame-cached (frames off, another backend, export)."""
+    cfg = settings.current()
+    if not cfg.frames or not cfg.enabled or arguments.get("export"):
+        return None
+    options = _backend_options(arguments.get("compiler_fn"))
+    if options is None:
+        return None
+    from aotcache import backend
+
+    tiers = backend._open_tiers(cfg)
+    if tiers is None:
+        return None
+    code, f_globals = arguments["code"], arguments["globals"]
+    module = f_globals.get("__name__")
+    import sys
+
+    if not isinstance(module, str) or getattr(sys.modules.get(module), "__dict__", None) is not f_globals:
+        _count({"frames.bypasses": 1, "frames.bypass.no_module": 1}, None, tiers.local)
+        return None
+    try:
+        config = global_state.config_state(options)
+    except Bypass as b:
+        _count({"frames.bypasses": 1, f"frames.bypass.{b.code}": 1}, None, tiers.local)
+        return None
+    config["frame"] = global_state.frame_config()
+    config["frame"]["one_graph"] = bool(arguments.get("one_graph"))
+    with isa_probe.remembered(cfg.cache_dir, cfg.isa_probe_memo) as probe:
+        environment = global_state.environment()
+    if probe.counters():
+        counters.record(probe.counters(), tiers.local)
+    key = _core.compute_frame_key(
+        content.code_digest(code),
+        f"{module}.{code.co_qualname}",
+        config,
+        environment,
+        global_state.user_state(cfg.salt),
+    )
+    return _Frame(code, f_globals, arguments["locals"], cfg, tiers, key)
+
+
+# ---- load -----------------------------------------------------------------------------------------------------------
+def _read(frame: _Frame, key_hex: str) -> Any:
+    read = frame.tiers.get(key_hex)
+    if read.entry is None and read.writable:
+        return frame.tiers.fetch(key_hex)
+    return read.entry
+
+
+def _load(frame: _Frame, compile_id: Any) -> Any:
+    t0 = time.perf_counter()
+    found = _read(frame, frame.key.hex)
+    if found is None:
+        _count({"frames.misses": 1, "frames.miss.no_entry": 1}, frame)
+        return None
+    candidates = entry.decode(found.payload)
+    reasons = []
+    for candidate in reversed(candidates):  # newest first
+        result, reason = _try_candidate(frame, candidate, compile_id)
+        if result is not None:
+            _count({"frames.hits": 1}, frame)
+            log.info(
+                "frame hit %s key=%s load=%.1fms", _name(frame.code), frame.key.hex[:16], 1e3 * (time.perf_counter() - t0)
+            )
+            return result
+        reasons.append(reason)
+    _count({"frames.misses": 1, **{f"frames.miss.{r}": 1 for r in set(reasons)}}, frame)
+    log.info("frame miss %s key=%s: %s", _name(frame.code), frame.key.hex[:16], ", ".join(reasons))
+    return None
+
+
+def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) -> tuple[Any, str]:
+    from torch._dynamo.output_graph import get_builtins_dict
+    from torch._dynamo.package import load_guard_manager, load_guards_state
+    from torch._dynamo.types import GuardedCode, wrap_guarded_code
+
+    if not content.sources_unchanged(candidate["sources"]):
+        return None, "sources_changed"
+    guards_state = load_guards_state(entry.unb64(candidate["guards"]))
+    scope = frame.f_globals
+    builtins_name = guards_state.output_graph.name_of_builtins_dict_key_in_fglobals
+    added_builtins = False
+    if builtins_name and builtins_name not in scope:
+        scope[builtins_name] = get_builtins_dict(scope)
+        added_builtins = True
+    # Import aliases first: the guards read attributes through them.
+    for name, spec in candidate["globals"].items():
+        if spec["kind"] == "module" and name not in scope:
+            scope[name] = importlib.import_module(spec["name"])
+    guard_manager = load_guard_manager(guards_state, frame.code, scope)
+    if not guard_manager.check(frame.f_locals):
+        if added_builtins:
+            del scope[builtins_name]
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("frame %s guards failed: %s", _name(frame.code), guard_manager.check_verbose(frame.f_locals))
+        return None, "guards_failed"
+    if added_builtins:
+        _reserve_unique_id(builtins_name)
+    values = {}
+    for name, spec in candidate["globals"].items():
+        if spec["kind"] == "module":
+            continue
+        value = _global_value(frame, spec)
+        if value is None:
+            return None, "graph_evicted"
+        values[name] = value
+    scope.update(values)
+    code = marshal.loads(entry.unb64(candidate["code"]))
+    return wrap_guarded_code(GuardedCode(code, guard_manager, compile_id, "Torch-Compiled Region: aotcache frame")), ""
+
+
+def _reserve_unique_id(name: str) -> None:
+    """Dynamo names the globals it installs `<prefix>_<n>` from one process-wide counter and refuses a name that
+    exists: after installing a recorded `..._<n>`, move the counter past n so Dynamo never makes that name again."""
+    from torch._dynamo import bytecode_transformation
+
+    number = name.rsplit("_", 1)[-1]
+    if number.isdigit():
+        current = next(bytecode_transformation._unique_id_counter)
+        bytecode_transformation._unique_id_counter = itertools.count(max(current, int(number) + 1))
+
+
+def _global_value(frame: _Frame, spec: dict[str, Any]) -> Any:
+    kind = spec["kind"]
+    if kind == "graph":
+        found = _read(frame, spec["key"])
+        if found is None:
+            return None
+        with kernels.installed(found.kernels, frame.cfg.kernels) as delta:
+            fn = compiler.load_serialized(found.payload)
+        if delta:
+            counters.record(delta, frame.tiers.local)
+        if spec["single"]:
+            inner = fn
+
+            def fn(*args: Any) -> Any:
+                return inner(*args)[0]
+
+        return torch._dynamo.disable(fn, reason="do not trace Dynamo-compiled graph")
+    if kind == "function":
+        code = marshal.loads(entry.unb64(spec["code"]))
+        return types.FunctionType(code, frame.f_globals, spec["name"])
+    if kind == "module":
+        return importlib.import_module(spec["name"])
+    if kind == "builtins":
+        from torch._dynamo.output_graph import get_builtins_dict
+
+        return get_builtins_dict(frame.f_globals)
+    raise ValueError(f"unknown global kind {kind!r}")
+
+
+# ---- record ---------------------------------------------------------------------------------------------------------
+def _record(rec: _Recording, result: Any, seconds: float) -> None:
+    frame = rec.frame
+    guarded = getattr(result, "guarded_code", None)
+    if guarded is None:
+        return  # Dynamo skipped the frame: nothing to replay
+    if rec.refused is not None:
+        raise rec.refused
+    if rec.guards_state is None or rec.output_graph is None:
+        raise _Refused("guards", "Dynamo did not serialize the frame's guards")
+    output_graph = rec.output_graph
+    frame_digest = content.code_digest(frame.code)
+    renames: dict[str, str] = {}
+    specs: dict[str, dict[str, Any]] = {}
+    builtins_name = getattr(output_graph, "name_of_builtins_dict_key_in_fglobals", None)
+    for name in sorted(output_graph.installed_globals):
+        spec = _describe_global(name, frame.f_globals.get(name), builtins_name)
+        if spec["kind"] in ("graph", "function"):  # Dynamo's names hold a uuid or a process-wide counter
+            what = spec["key"] if spec["kind"] == "graph" else content.code_digest(spec["code_object"])
+            digest = hashlib.sha256(f"{frame.key.hex}:{spec['kind']}:{what}".encode()).hexdigest()
+            renames[name] = f"__aotcache_{spec['kind']}_{digest[:24]}"
+        specs[renames.get(name, name)] = spec
+    # Import aliases Dynamo put into the module's globals itself (not through installed_globals); the guards and
+    # the transformed code read through them. Deterministic names: carried as they are.
+    for name, value in list(frame.f_globals.items()):
+        if name.startswith("__import_") and name not in specs and isinstance(value, types.ModuleType):
+            specs[name] = _describe_global(name, value, builtins_name)
+    for spec in specs.values():
+        if spec["kind"] == "function":
+            spec["code"] = entry.b64(marshal.dumps(_renamed(spec.pop("code_object"), renames)))
+    sources = set()
+    for code in output_graph.tracing_context.traced_code:
+        if content.code_digest(code) == frame_digest or code.co_name.startswith("torch_dynamo_resume_in_"):
+            continue
+        try:
+            sources.add(content.source_of(code))
+        except content.Unportable as e:
+            raise _Refused("inlined_source", str(e)) from None
+    candidate = {
+        "guards": entry.b64(rec.guards_state),
+        "code": entry.b64(marshal.dumps(_renamed(guarded.code, renames))),
+        "globals": specs,
+        "sources": sorted([list(s) for s in sources]),
+    }
+    _persist(frame, candidate, seconds)
+
+
+def _describe_global(name: str, value: Any, builtins_name: str | None) -> dict[str, Any]:
+    if name == builtins_name:
+        return {"kind": "builtins"}
+    if isinstance(value, types.ModuleType):
+        import sys
+
+        if sys.modules.get(value.__name__) is value:
+            return {"kind": "module", "name": value.__name__}
+    from torch._dynamo.eval_frame import innermost_fn
+
+    tagged = tags.lookup(innermost_fn(value)) if callable(value) else None
+    if tagged is not None:
+        return {"kind": "graph", **tagged}
+    if isinstance(value, types.FunctionType) and value.__code__.co_name.startswith("torch_dynamo_resume_in_"):
+        if value.__closure__:
+            raise _Refused("resume_closure", f"resume function {name} closes over values")
+        return {"kind": "function", "name": value.__name__, "code_object": value.__code__}
+    if callable(value) and name.startswith("__compiled_fn"):
+        raise _Refused("graph_not_cached", f"graph {name} has no cache entry (bypassed or bound to lifted state)")
+    raise _Refused("global", f"Dynamo installed {name}, a {type(value).__qualname__} a frame entry cannot carry")
+
+
+def _renamed(code: types.CodeType, renames: dict[str, str]) -> types.CodeType:
+    consts = tuple(_renamed(c, renames) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_names=tuple(renames.get(n, n) for n in code.co_names), co_consts=consts)
+
+
+def _persist(frame: _Frame, candidate: dict[str, Any], seconds: float) -> None:
+    found = frame.tiers.get(frame.key.hex)
+    known: list[dict[str, Any]] = []
+    if found.entry is not None:
+        try:
+            known = entry.decode(found.entry.payload)
+        except ValueError:
+            known = []
+    elif not found.writable:
+        raise _Refused("not_writable", "the frame's key holds an entry this process may not replace")
+    known = [c for c in known if c["code"] != candidate["code"] or c["guards"] != candidate["guards"]]
+    known.append(candidate)
+    metadata = {"created_unix": int(time.time()), "payload_kind": entry.KIND, "compile_seconds": float(seconds)}
+    frame.tiers.put(frame.key, entry.encode(known), metadata, b"", b"")
+    _count({"frames.recorded": 1}, frame)
+    log.info("frame recorded %s key=%s candidates=%d", _name(frame.code), frame.key.hex[:16], len(known))
+
+
+# ---- counting -------------------------------------------------------------------------------------------------------
+def _name(code: types.CodeType) -> str:
+    return code.co_qualname
+
+
+def _count(delta: dict[str, int], frame: _Frame | None, store: Any = None) -> None:
+    try:
+        counters.record(delta, store if store is not None else (frame.tiers.local if frame is not None else None))
+    except Exception:
+        log.debug("cannot count %s", delta, exc_info=True)
+
+
+def _internal_error(phase: str, error: BaseException, frame: _Frame | None) -> None:
+    _count({"frames.internal_errors": 1, f"frames.internal_error.{phase}": 1}, frame)
+    kind = (phase, type(error).__name__)
+    if kind not in _warned:
+        _warned.add(kind)
+        log.warning("frame cache %s failed, Dynamo traces the frame: %r", phase, error, exc_info=True)
