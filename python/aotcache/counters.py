@@ -112,6 +112,9 @@ def snapshot() -> dict[str, Any]:
     # Faults of aotcache's own code, by the pipeline phase they hit (pipeline/outcome.py): the compile went on
     # without the cache for that step, and the user's call got what backend="inductor" gives.
     out["internal_errors"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("internal_error.")}
+    # The frame cache (frames/): frames served without tracing, looked up but traced (by reason), recorded, not
+    # frame-cacheable (by reason), and its own faults (Dynamo traced the frame).
+    out["frames"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("frames.")}
     return out
 
 

@@ -248,4 +248,5 @@ def frame_config() -> dict[str, Any]:
     for name, module in (("dynamo", torch._dynamo.config), ("compiler", torch.compiler.config)):
         fields = module.save_config_portable(ignore_private_configs=False)
         out[name] = {k: plain(v) for k, v in sorted(fields.items())}
+    out["python"] = sys.version  # bytecode and the standard library Dynamo inlines: the exact version
     return out

@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import inspect
 import marshal
+import os
 import sys
 import types
 from typing import Any
@@ -72,6 +73,10 @@ def module_digest(module_name: str) -> str:
 def source_of(code: types.CodeType) -> tuple[str, str]:
     """(module name, digest of its source file) of a code object Dynamo inlined. The code must be the module's
     as the file now reads: a code object built from other text (exec, a file edited after import) is refused."""
+    if _is_stdlib(code.co_filename):
+        return ("<stdlib>", sys.version)  # the exact Python version is in the frame key
+    if not os.path.isfile(code.co_filename):  # generated code (a dataclass's __init__): pinned through its class
+        return _generated_source(code)
     module = inspect.getmodule(code)
     if module is None:
         raise Unportable(f"inlined code {code.co_qualname} belongs to no module")
@@ -81,15 +86,72 @@ def source_of(code: types.CodeType) -> tuple[str, str]:
         lines, first = inspect.getsourcelines(code)
     except (OSError, TypeError) as e:
         raise Unportable(f"inlined code {code.co_qualname} has no source: {e}") from None
-    if first != code.co_firstlineno and not (first == 0 and code.co_firstlineno == 1):
+    # Comprehensions and lambdas report their enclosing lines; the file digest covers them either way.
+    if not code.co_name.startswith("<") and first != code.co_firstlineno and not (first == 0 and code.co_firstlineno == 1):
         raise Unportable(f"inlined code {code.co_qualname} does not match its file")
     return name, digest
+
+
+def _generated_source(code: types.CodeType) -> tuple[str, str]:
+    """("<attr>", JSON [module, class qualname, attribute, code digest]) for generated code that is the method of an
+    importable class (dataclasses exec the __init__ of each dataclass): checked by finding it there again. Found
+    through the garbage collector's referrers, on the recording path only."""
+    import gc
+    import json
+
+    for fn in gc.get_referrers(code):
+        if not (isinstance(fn, types.FunctionType) and fn.__code__ is code):
+            continue
+        for namespace in gc.get_referrers(fn):
+            if not isinstance(namespace, dict):
+                continue
+            for owner in gc.get_referrers(namespace):
+                if not isinstance(owner, type) or owner.__dict__.get(code.co_name) is not fn:
+                    continue
+                try:
+                    described = describe(owner)
+                except Unportable:
+                    continue
+                if described[0] == "named":
+                    return ("<attr>", json.dumps([described[1], described[2], code.co_name, code_digest(code)]))
+    raise Unportable(f"inlined code {code.co_qualname} was generated and belongs to no importable class")
+
+
+def _generated_unchanged(spec: str) -> bool:
+    import json
+
+    module, qualname, attribute, digest = json.loads(spec)
+    try:
+        fn = vars(_resolve(module, qualname)).get(attribute)
+    except Exception:
+        return False
+    return isinstance(fn, types.FunctionType) and code_digest(fn.__code__) == digest
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_stdlib(filename: str) -> bool:
+    """Code of Python's own library (frozen modules included): pinned by the exact Python version."""
+    if filename.startswith("<frozen "):
+        return True
+    import sysconfig
+
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+    real = os.path.realpath(filename)
+    return real.startswith(stdlib) and "site-packages" not in real[len(stdlib) :]
 
 
 def sources_unchanged(sources: list[list[str]]) -> bool:
     """True when every (module, digest) recorded still holds in this process (the module is imported first, as the
     frame's own code would import it)."""
     for name, digest in sources:
+        if name == "<stdlib>":
+            if digest != sys.version:
+                return False
+            continue
+        if name == "<attr>":
+            if not _generated_unchanged(digest):
+                return False
+            continue
         if name not in sys.modules:
             try:
                 importlib.import_module(name)
@@ -119,24 +181,48 @@ def describe(value: Any) -> tuple:
         if sys.modules.get(value.__name__) is not value:
             raise Unportable(f"module {value.__name__} is not the one of sys.modules")
         return ("module", value.__name__)
+    if isinstance(value, types.CodeType):
+        return ("code", code_digest(value))
     if isinstance(value, types.FunctionType):
         return ("function", value.__module__ or "", value.__qualname__, code_digest(value.__code__))
     if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
         return ("torch", type(value).__name__, str(value))
     if value is None or isinstance(value, (bool, type(Ellipsis), type(NotImplemented))):
         return ("constant", repr(value))
-    module = getattr(value, "__module__", None)
-    qualname = getattr(value, "__qualname__", None)
-    if isinstance(module, str) and isinstance(qualname, str):
+    for module, qualname in _importable_names(value):
         try:
-            resolved = _resolve(module, qualname)
-        except Unportable:
-            raise
+            if _resolve(module, qualname) is value:
+                return ("named", module, qualname)
         except Exception:
-            resolved = None
-        if resolved is value:
-            return ("named", module, qualname)
-    raise Unportable(f"a {type(value).__qualname__} guarded by identity")
+            continue
+    raise Unportable(f"a {type(value).__qualname__} guarded by identity ({value!r:.80})")
+
+
+def _importable_names(value: Any) -> list[tuple[str, str]]:
+    """Where `value` may be found by import: its own module and qualified name, and for builtins and method
+    descriptors the module or class that holds them (torch.cat is torch._VariableFunctionsClass.cat by its
+    qualified name, but importable as torch.cat)."""
+    names = []
+    module, qualname, name = (getattr(value, a, None) for a in ("__module__", "__qualname__", "__name__"))
+    if isinstance(module, str):
+        names += [(module, q) for q in (qualname, name) if isinstance(q, str)]
+    for holder in (getattr(value, "__objclass__", None), getattr(value, "__self__", None)):
+        if not isinstance(name, str):
+            break
+        if isinstance(holder, types.ModuleType):
+            names.append((holder.__name__, name))
+        elif isinstance(holder, type) and isinstance(holder.__module__, str):
+            names.append((holder.__module__, f"{holder.__qualname__}.{name}"))
+    return names
+
+
+def resolve_description(description: tuple) -> Any:
+    """The object a "module", "function" or "named" description names in this process (check it with `matches`)."""
+    import sys as _sys
+
+    if description[0] == "module":
+        return _sys.modules.get(description[1]) or importlib.import_module(description[1])
+    return _resolve(description[1], description[2])
 
 
 _CONSTANTS = {"None": None, "True": True, "False": False, "Ellipsis": Ellipsis, "NotImplemented": NotImplemented}
@@ -159,6 +245,8 @@ def matches(description: tuple, value: Any) -> bool:
             and value.__qualname__ == description[2]
             and code_digest(value.__code__) == description[3]
         )
+    if kind == "code":
+        return isinstance(value, types.CodeType) and code_digest(value) == description[1]
     if kind == "torch":
         return type(value).__name__ == description[1] and str(value) == description[2]
     if kind == "constant":

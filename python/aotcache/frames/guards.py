@@ -14,12 +14,20 @@ from typing import Any
 from aotcache.frames import content
 
 IDENTITY_GUARDS = ("ID_MATCH", "FUNCTION_MATCH", "CLASS_MATCH", "MODULE_MATCH", "CLOSURE_MATCH")
+_IDENTITY = set(IDENTITY_GUARDS)
 
 
 def portable(builder: Any, guard: Any) -> Any:
-    """`guard`, or its content-guard replacement when it guards identity. Raises content.Unportable."""
+    """`guard`, or its content-guard replacement when it guards identity. Raises content.Unportable.
+
+    Beyond the guards Dynamo refuses, BUILTIN_MATCH and any guard built on an identity check (a CONSTANT_MATCH on
+    a code object, say) are replaced too: Dynamo serializes them, but rebuilds them in the loading process from the
+    object found there, so the identity they test is the loading process's own and always holds (a builtin
+    monkeypatched before the call would pass). TYPE_MATCH stays: the type is resolved by its importable name, and
+    the code Dynamo inlined from it is checked by its source file."""
     kind = guard.create_fn_name()
-    if kind not in IDENTITY_GUARDS:
+    derived = set(guard.guard_types or ())
+    if kind not in IDENTITY_GUARDS and kind != "BUILTIN_MATCH" and (kind == "TYPE_MATCH" or not derived & _IDENTITY):
         return guard
     description = content.describe(builder.get(guard))
     return dataclasses.replace(
@@ -45,3 +53,24 @@ def aotcache_content_match(kind: str, description: tuple, builder: Any, guard: A
     builder.get_guard_manager(guard).add_lambda_guard(
         check, [f"aotcache content match ({kind}) of {guard.name}: {what}"], guard.user_stack
     )
+
+
+def keep_builtins(check_fn_manager: Any, carried: list[Any], output_graph: Any) -> None:
+    """Dynamo serializes only the builtins its BUILTIN_MATCH guards read; a content guard on a builtin (one Dynamo
+    guarded by FUNCTION_MATCH, say) must find it in the serialized builtins dict too."""
+    from torch._dynamo.source import DictGetItemSource, GlobalSource
+
+    name = getattr(output_graph, "name_of_builtins_dict_key_in_fglobals", None)
+    if not name:
+        return
+    for guard in carried:
+        source = guard.originating_source
+        while source is not None:
+            if (
+                isinstance(source, DictGetItemSource)
+                and isinstance(source.base, GlobalSource)
+                and source.base.global_name == name
+                and isinstance(source.index, str)
+            ):
+                check_fn_manager.used_builtin_vars.add(source.index)
+            source = getattr(source, "base", None)

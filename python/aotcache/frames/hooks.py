@@ -22,7 +22,6 @@ import inspect
 import itertools
 import json
 import logging
-import marshal
 import threading
 import time
 import types
@@ -32,7 +31,7 @@ import torch
 
 from aotcache import _core, compiler, counters, global_state, isa_probe, kernels, settings
 from aotcache.errors import Bypass
-from aotcache.frames import content, entry, guards, tags
+from aotcache.frames import code_codec, content, entry, guards, tags
 
 log = logging.getLogger("aotcache")
 
@@ -104,6 +103,7 @@ def install() -> None:
                 return original_serialize(self, builder, sorted_guards, output_graph)
             try:
                 carried = [guards.portable(builder, g) for g in sorted_guards]
+                guards.keep_builtins(self, carried, output_graph)
                 return original_serialize(self, builder, carried, output_graph)
             except Exception as e:  # Dynamo catches PackageError only: the frame traces, unrecorded
                 rec.refused = _Refused("guards", f"{type(e).__name__}: {e}")
@@ -285,8 +285,17 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
             return None, "graph_evicted"
         values[name] = value
     scope.update(values)
-    code = marshal.loads(entry.unb64(candidate["code"]))
+    code = _load_code(candidate["code"])
     return wrap_guarded_code(GuardedCode(code, guard_manager, compile_id, "Torch-Compiled Region: aotcache frame")), ""
+
+
+def _resume_factory(code: types.CodeType, f_globals: dict[str, Any], name: str) -> Any:
+    """What Dynamo installs for a resume function with free variables: a factory that takes the closure."""
+
+    def make(closure: tuple[types.CellType, ...]) -> types.FunctionType:
+        return types.FunctionType(code, f_globals, name, None, closure)
+
+    return make
 
 
 def _reserve_unique_id(name: str) -> None:
@@ -318,7 +327,9 @@ def _global_value(frame: _Frame, spec: dict[str, Any]) -> Any:
 
         return torch._dynamo.disable(fn, reason="do not trace Dynamo-compiled graph")
     if kind == "function":
-        code = marshal.loads(entry.unb64(spec["code"]))
+        code = _load_code(spec["code"])
+        if spec.get("factory"):
+            return _resume_factory(code, frame.f_globals, spec["name"])
         return types.FunctionType(code, frame.f_globals, spec["name"])
     if kind == "module":
         return importlib.import_module(spec["name"])
@@ -358,7 +369,7 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
             specs[name] = _describe_global(name, value, builtins_name)
     for spec in specs.values():
         if spec["kind"] == "function":
-            spec["code"] = entry.b64(marshal.dumps(_renamed(spec.pop("code_object"), renames)))
+            spec["code"] = _dump_code(_renamed(spec.pop("code_object"), renames))
     sources = set()
     for code in output_graph.tracing_context.traced_code:
         if content.code_digest(code) == frame_digest or code.co_name.startswith("torch_dynamo_resume_in_"):
@@ -369,7 +380,7 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
             raise _Refused("inlined_source", str(e)) from None
     candidate = {
         "guards": entry.b64(rec.guards_state),
-        "code": entry.b64(marshal.dumps(_renamed(guarded.code, renames))),
+        "code": _dump_code(_renamed(guarded.code, renames)),
         "globals": specs,
         "sources": sorted([list(s) for s in sources]),
     }
@@ -390,12 +401,29 @@ def _describe_global(name: str, value: Any, builtins_name: str | None) -> dict[s
     if tagged is not None:
         return {"kind": "graph", **tagged}
     if isinstance(value, types.FunctionType) and value.__code__.co_name.startswith("torch_dynamo_resume_in_"):
-        if value.__closure__:
-            raise _Refused("resume_closure", f"resume function {name} closes over values")
         return {"kind": "function", "name": value.__name__, "code_object": value.__code__}
+    if isinstance(value, types.FunctionType) and value.__qualname__.endswith("install_resume_function_global.<locals>._make_fn"):
+        # The resume function of a frame with free variables: Dynamo installs a factory taking the closure.
+        cells = dict(zip(value.__code__.co_freevars, value.__closure__ or ()))
+        code = cells["code"].cell_contents if "code" in cells else None
+        if not isinstance(code, types.CodeType) or not code.co_name.startswith("torch_dynamo_resume_in_"):
+            raise _Refused("global", f"resume factory {name} has an unexpected shape")
+        return {"kind": "function", "name": name, "code_object": code, "factory": True}
     if callable(value) and name.startswith("__compiled_fn"):
         raise _Refused("graph_not_cached", f"graph {name} has no cache entry (bypassed or bound to lifted state)")
     raise _Refused("global", f"Dynamo installed {name}, a {type(value).__qualname__} a frame entry cannot carry")
+
+
+def _dump_code(code: types.CodeType) -> dict[str, Any]:
+    try:
+        data, constants = code_codec.dump(code)
+    except content.Unportable as e:
+        raise _Refused("constant", str(e)) from None
+    return {"marshal": entry.b64(data), "constants": constants}
+
+
+def _load_code(spec: dict[str, Any]) -> types.CodeType:
+    return code_codec.load(entry.unb64(spec["marshal"]), spec["constants"])
 
 
 def _renamed(code: types.CodeType, renames: dict[str, str]) -> types.CodeType:
