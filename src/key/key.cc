@@ -102,7 +102,8 @@ Result<CacheKey> compute_frame_key(const FrameKeyInputs& in) {
   {
     ByteWriter w;
     w.str(in.code_digest);
-    comps.push_back(make_component("code", w.bytes(), internal::truncate(in.code_name + " " + in.code_digest.substr(0, 16))));
+    comps.push_back(
+        make_component("code", w.bytes(), internal::truncate(in.code_name + " " + in.code_digest.substr(0, 16))));
   }
   for (const auto& [name, value] : {std::pair<const char*, const Value*>{"config", &in.config},
                                     {"environment", &in.environment},

@@ -87,7 +87,11 @@ def source_of(code: types.CodeType) -> tuple[str, str]:
     except (OSError, TypeError) as e:
         raise Unportable(f"inlined code {code.co_qualname} has no source: {e}") from None
     # Comprehensions and lambdas report their enclosing lines; the file digest covers them either way.
-    if not code.co_name.startswith("<") and first != code.co_firstlineno and not (first == 0 and code.co_firstlineno == 1):
+    if (
+        not code.co_name.startswith("<")
+        and first != code.co_firstlineno
+        and not (first == 0 and code.co_firstlineno == 1)
+    ):
         raise Unportable(f"inlined code {code.co_qualname} does not match its file")
     return name, digest
 
@@ -165,7 +169,7 @@ def sources_unchanged(sources: list[list[str]]) -> bool:
     return True
 
 
-# ---- objects Dynamo guards by identity --------------------------------------------------------------------------------
+# ---- objects Dynamo guards by identity ------------------------------------------------------------------------------
 def _resolve(module: str, qualname: str) -> Any:
     if "<locals>" in qualname:
         raise Unportable(f"{module}.{qualname} is local to a function")
@@ -228,7 +232,7 @@ def resolve_description(description: tuple) -> Any:
 _CONSTANTS = {"None": None, "True": True, "False": False, "Ellipsis": Ellipsis, "NotImplemented": NotImplemented}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _named(module: str, qualname: str) -> Any:
     return _resolve(module, qualname)
 

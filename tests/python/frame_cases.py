@@ -1,0 +1,173 @@
+"""Cases of the frame cache's cross-process test (test_frames.py), run by frames_worker.py.
+
+Each case is a function `case(variant: bool) -> dict[str, tensor]`: it builds its inputs from fixed seeds, compiles
+with the backend named by CASE_BACKEND, runs, and returns what to compare. With `variant=True` the case changes
+what a stale frame entry would get wrong (a global, a closure value, a monkeypatched function, a Dynamo config);
+test_frames.py additionally rewrites the source of frame_helpers.py between the processes of the variant pass.
+
+EXPECT says what the warm process must see: "hit" (every frame of the case served from the frame cache, no Dynamo
+tracing); with the variant, every case must still give exactly backend="inductor"'s results, and the cases listed
+in MUST_RETRACE must trace at least one frame again (a frame hit there would be a stale result).
+"""
+
+from __future__ import annotations
+
+import os
+
+import frame_helpers
+import torch
+
+CASE_BACKEND = os.environ.get("FRAME_CASES_BACKEND", "aotcache")
+
+
+def _compile(fn, **kw):
+    return torch.compile(fn, backend=CASE_BACKEND, **kw)
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.nn.functional.gelu(self.fc1(x)))
+
+
+def mlp_train(variant: bool) -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)
+    model = Mlp()
+    out = _compile(model)(torch.randn(8, 16))
+    out.sum().backward()
+    return {"out": out.detach(), "grad": model.fc1.weight.grad}
+
+
+def _with_break(x):
+    y = torch.sin(x) * 2
+    torch._dynamo.graph_break()
+    return torch.cos(y) + 1
+
+
+def graph_break(variant: bool) -> dict[str, torch.Tensor]:
+    torch.manual_seed(1)
+    return {"out": _compile(_with_break)(torch.randn(5, 7))}
+
+
+SCALE = 3.0
+
+
+def _scaled(x):
+    return x * SCALE + 1
+
+
+def global_constant(variant: bool) -> dict[str, torch.Tensor]:
+    global SCALE
+    SCALE = 5.0 if variant else 3.0
+    torch.manual_seed(2)
+    return {"out": _compile(_scaled)(torch.randn(4, 4))}
+
+
+def _make_closure(k: float):
+    def inner(x):
+        return x * k - 2
+
+    return inner
+
+
+def closure_value(variant: bool) -> dict[str, torch.Tensor]:
+    torch.manual_seed(3)
+    return {"out": _compile(_make_closure(7.0 if variant else 4.0))(torch.randn(6))}
+
+
+def _uses_helper(x):
+    return frame_helpers.helper(x) + x.sum()
+
+
+def inlined_source_changed(variant: bool) -> dict[str, torch.Tensor]:
+    torch.manual_seed(4)
+    return {"out": _compile(_uses_helper)(torch.randn(3, 5))}
+
+
+def _activation(x):
+    return torch.nn.functional.silu(x) * 2
+
+
+def monkeypatched_function(variant: bool) -> dict[str, torch.Tensor]:
+    original = torch.nn.functional.silu
+    if variant:
+        torch.nn.functional.silu = lambda t, inplace=False: torch.tanh(t)  # a user's patch, made before compiling
+    try:
+        torch.manual_seed(5)
+        return {"out": _compile(_activation)(torch.randn(4, 6))}
+    finally:
+        torch.nn.functional.silu = original
+
+
+def _reduce(x):
+    return (x.relu() * 3).sum(0)
+
+
+def automatic_dynamic(variant: bool) -> dict[str, torch.Tensor]:
+    fn = _compile(_reduce)
+    torch.manual_seed(6)
+    a, b, c = (fn(torch.randn(n, 8)) for n in (4, 6, 9))
+    return {"a": a, "b": b, "c": c}
+
+
+def _dtype_branch(x):
+    if x.dtype == torch.float64:
+        return x * 2
+    return x - 1
+
+
+def dtype_recompile(variant: bool) -> dict[str, torch.Tensor]:
+    fn = _compile(_dtype_branch)
+    torch.manual_seed(7)
+    x = torch.randn(5)
+    return {"f32": fn(x), "f64": fn(x.double())}
+
+
+def _sized(x):
+    return x.view(-1)[: x.shape[0]] * 2
+
+
+def dynamic_true(variant: bool) -> dict[str, torch.Tensor]:
+    fn = _compile(_sized, dynamic=True)
+    torch.manual_seed(8)
+    return {"a": fn(torch.randn(3, 4)), "b": fn(torch.randn(5, 4))}
+
+
+def _float_arg(x, c: float):
+    return x * c
+
+
+def config_changed(variant: bool) -> dict[str, torch.Tensor]:
+    # A Dynamo config that changes what tracing produces: Python floats become symbolic inputs instead of constants.
+    torch.manual_seed(9)
+    with torch._dynamo.config.patch(specialize_float=not variant):
+        fn = _compile(_float_arg)
+        return {"out": fn(torch.randn(4), 2.5)}
+
+
+CASES = {
+    f.__name__: f
+    for f in (
+        mlp_train,
+        graph_break,
+        global_constant,
+        closure_value,
+        inlined_source_changed,
+        monkeypatched_function,
+        automatic_dynamic,
+        dtype_recompile,
+        dynamic_true,
+        config_changed,
+    )
+}
+MUST_RETRACE = {
+    "global_constant",
+    "closure_value",
+    "inlined_source_changed",
+    "monkeypatched_function",
+    "config_changed",
+}

@@ -1,0 +1,126 @@
+"""The frame cache across fresh processes (frame_cases.py, run by frames_worker.py), frames on (AOTCACHE_FRAMES=1).
+
+Passes, on one cache directory:
+  inductor          backend "inductor", torch's caches off: the reference          } concurrently
+  cold              aotcache, empty cache: every frame recorded                     }
+  warm              aotcache: every frame served from the frame cache, Dynamo compiles no graph
+  inductor-variant  the reference of the variant (helpers v2, changed globals, closures, patches, configs) } conc.
+  warm-variant      aotcache on the cold cache with the variant: results equal the reference's, and the cases
+                    whose change a stale frame would miss trace again (frame_cases.MUST_RETRACE)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.modules.setdefault("frame_helpers", __import__("frame_helpers_v1"))  # frame_cases imports it; workers get theirs
+import frame_cases  # noqa: E402
+
+HERE = Path(__file__).parent
+CASES = list(frame_cases.CASES)
+pytestmark = pytest.mark.timeout(1500)
+
+
+def _run(tmp: Path, name: str, backend: str, helpers: str, cache: Path, variant: bool = False) -> dict[str, dict]:
+    work = tmp / name
+    (work / "mod").mkdir(parents=True)
+    shutil.copy(HERE / f"frame_helpers_{helpers}.py", work / "mod" / "frame_helpers.py")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(work / "mod"), str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "FRAME_CASES_BACKEND": backend,
+        "AOTCACHE_DIR": str(cache),
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor-{backend}-{name}"),
+        "AOTCACHE_FRAMES": "1",
+        "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+        "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
+        "PYTHONHASHSEED": "0",
+    }
+    args = [sys.executable, str(HERE / "frames_worker.py"), str(work), *(["--variant"] if variant else []), *CASES]
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1200)
+    rows = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("FRAME "):
+            row = json.loads(line[6:])
+            row["result"] = work / f"{row['case']}.pt"
+            rows[row["case"]] = row
+    assert rows.keys() == set(CASES), (
+        f"{name}: worker exited {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-5000:]}"
+    )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def passes(tmp_path_factory) -> dict[str, dict[str, dict]]:
+    tmp = tmp_path_factory.mktemp("frames")
+    cache = tmp / "cache"
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        ref = pool.submit(_run, tmp, "inductor", "inductor", "v1", tmp / "unused1")
+        cold = pool.submit(_run, tmp, "cold", "aotcache", "v1", cache)
+        out = {"inductor": ref.result(), "cold": cold.result()}
+        warm = pool.submit(_run, tmp, "warm", "aotcache", "v1", cache)
+        ref_v = pool.submit(_run, tmp, "inductor-variant", "inductor", "v2", tmp / "unused2", True)
+        out["warm"], out["inductor-variant"] = warm.result(), ref_v.result()
+    out["warm-variant"] = _run(tmp, "warm-variant", "aotcache", "v2", cache, True)
+    return out
+
+
+def _equal(a: Path, b: Path) -> bool:
+    x, y = torch.load(a), torch.load(b)
+    return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+
+def _frames(row: dict) -> dict:
+    return row["stats"].get("frames", {})
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_no_exception(passes, case):
+    for name, rows in passes.items():
+        assert "exception" not in rows[case], f"{name}: {rows[case].get('traceback')}"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cold_records_every_frame(passes, case):
+    frames = _frames(passes["cold"][case])
+    assert frames.get("recorded", 0) >= 1 and not frames.get("bypasses") and not frames.get("internal_errors"), frames
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_warm_serves_every_frame_without_tracing(passes, case):
+    row = passes["warm"][case]
+    frames = _frames(row)
+    assert frames.get("hits", 0) >= 1 and not frames.get("misses") and not frames.get("internal_errors"), frames
+    assert row["graphs"] == 0, f"Dynamo compiled {row['graphs']} graphs on a warm start"
+    assert not row["stats"].get("misses"), row["stats"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_results_bitwise_equal(passes, case):
+    ref = passes["inductor"][case]["result"]
+    assert _equal(passes["cold"][case]["result"], ref)
+    assert _equal(passes["warm"][case]["result"], ref)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_variant_never_stale(passes, case):
+    assert _equal(passes["warm-variant"][case]["result"], passes["inductor-variant"][case]["result"])
+    if case in frame_cases.MUST_RETRACE:
+        row = passes["warm-variant"][case]
+        assert _frames(row).get("misses", 0) >= 1 or row["graphs"] >= 1, _frames(row)
+
+
+def test_variant_changes_the_reference(passes):
+    """The variant must change what the MUST_RETRACE cases compute, or the test above proves nothing (the config
+    case changes how Dynamo traces, not the result: its check is the retrace)."""
+    for case in frame_cases.MUST_RETRACE - {"config_changed"}:
+        assert not _equal(passes["inductor"][case]["result"], passes["inductor-variant"][case]["result"]), case
