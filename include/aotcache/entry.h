@@ -52,5 +52,10 @@ Result<Value> peek_entry_metadata(std::string_view prefix);
 // A metadata field, or `fallback` when it is absent or of another kind.
 double entry_metadata_number(const Entry& entry, const std::string& field, double fallback);
 double metadata_number(const Value& metadata, const std::string& field, double fallback);
+std::string entry_metadata_string(const Entry& entry, const std::string& field, const std::string& fallback);
+
+// What an entry holds, for listings: "graph" (a compiled graph), "guard-index" (the candidates of a symbolic
+// graph), "frame" (a Dynamo frame result, python/aotcache/frames/), or the payload_kind as written.
+std::string entry_kind(const Entry& entry);
 
 }  // namespace aotcache

@@ -1,4 +1,5 @@
-// `aotcache ls [--json] [--sort age|size|saved]`: one line per entry: key, size, last use, compile time it saves.
+// `aotcache ls [--json] [--sort age|size|saved]`: one line per entry: key, kind, size, last use, compile time it
+// saves.
 #include <algorithm>
 #include <ctime>
 #include <ostream>
@@ -28,6 +29,7 @@ int run_ls(const Invocation& inv) {
     EntryInfo info;
     bool valid;
     double compile_s;
+    std::string kind;
   };
   std::vector<Row> rows;
   for (const auto& e : *entries) {
@@ -35,7 +37,8 @@ int run_ls(const Invocation& inv) {
     auto bytes = default_file_system()->read_file(inv.store->entry_path(e.key_hex));
     auto decoded = bytes.ok() && bytes->has_value() ? decode_entry(**bytes) : Result<Entry>(Status::not_found(""));
     const bool valid = decoded.ok();
-    rows.push_back({e, valid, valid ? entry_metadata_number(*decoded, "compile_seconds", 0.0) : 0.0});
+    rows.push_back({e, valid, valid ? entry_metadata_number(*decoded, "compile_seconds", 0.0) : 0.0,
+                    valid ? entry_kind(*decoded) : "?"});
   }
   std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
     if (sort == "size") return a.info.size > b.info.size;
@@ -52,10 +55,11 @@ int run_ls(const Invocation& inv) {
     if (inv.flag("--json")) {
       w.begin_object().key("key").string(e.key_hex).key("size_bytes").integer(static_cast<int64_t>(e.size));
       w.key("mtime_unix").integer(e.mtime_unix).key("valid").boolean(valid).key("compile_seconds").number(compile_s);
+      w.key("kind").string(row.kind);
       w.end_object();
     } else {
       char line[160];
-      std::snprintf(line, sizeof line, "%s  %10llu B  %6llds ago  %s\n", e.key_hex.c_str(),
+      std::snprintf(line, sizeof line, "%s  %-11s %10llu B  %6llds ago  %s\n", e.key_hex.c_str(), row.kind.c_str(),
                     static_cast<unsigned long long>(e.size), static_cast<long long>(now - e.mtime_unix),
                     valid ? ("compile " + std::to_string(compile_s).substr(0, 6) + " s").c_str() : "INVALID");
       *inv.out << line;

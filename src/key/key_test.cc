@@ -367,3 +367,53 @@ TEST(Key, MalformedAliasGroupsAreErrors) {
 
 }  // namespace
 }  // namespace aotcache
+
+namespace aotcache {
+namespace {
+
+FrameKeyInputs sample_frame() {
+  FrameKeyInputs in;
+  in.code_digest = std::string(64, 'a');
+  in.code_name = "mymodule.Model.forward";
+  in.config = Value::dict({Value::string("frame"), Value::dict({Value::string("python"), Value::string("3.11")})});
+  in.environment = Value::dict({Value::string("torch"), Value::string("2.13.0")});
+  in.user = Value::dict({Value::string("salt"), Value::string("")});
+  return in;
+}
+
+TEST(FrameKey, GoldenDigestAndManifest) {
+  auto k = compute_frame_key(sample_frame());
+  ASSERT_TRUE(k.ok()) << k.status().to_string();
+  // Recompute only for a deliberate change, together with k_frame_key_schema_version and docs/frame-entry-format.md.
+  EXPECT_EQ(k->hex(), "e583ecf9b2dd0469fa55328d227f8d50e074424c0921282404c1e5f28db62db1");
+  std::vector<std::string> names;
+  for (const auto& c : k->manifest.components) names.push_back(c.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"frame_format", "code", "config", "environment", "user"}));
+  EXPECT_EQ(k->manifest.find("code")->summary, "mymodule.Model.forward aaaaaaaaaaaaaaaa");
+  EXPECT_EQ(key_digest_of(k->manifest), k->digest);
+}
+
+TEST(FrameKey, EachComponentChangesTheKeyButNotTheName) {
+  const std::string base = compute_frame_key(sample_frame())->hex();
+  FrameKeyInputs renamed = sample_frame();
+  renamed.code_name = "moved.Model.forward";  // the summary only: a renamed path must not cost the hit
+  EXPECT_EQ(compute_frame_key(renamed)->hex(), base);
+  FrameKeyInputs code = sample_frame();
+  code.code_digest = std::string(64, 'b');
+  FrameKeyInputs config = sample_frame();
+  config.config = Value::dict({Value::string("frame"), Value::dict({Value::string("python"), Value::string("3.12")})});
+  FrameKeyInputs env = sample_frame();
+  env.environment = Value::dict({Value::string("torch"), Value::string("2.14.0")});
+  FrameKeyInputs user = sample_frame();
+  user.user = Value::dict({Value::string("salt"), Value::string("x")});
+  for (const auto* changed : {&code, &config, &env, &user}) EXPECT_NE(compute_frame_key(*changed)->hex(), base);
+}
+
+TEST(FrameKey, MalformedCodeDigestIsAnError) {
+  FrameKeyInputs in = sample_frame();
+  in.code_digest = "abc";
+  EXPECT_FALSE(compute_frame_key(in).ok());
+}
+
+}  // namespace
+}  // namespace aotcache

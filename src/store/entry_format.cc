@@ -354,4 +354,23 @@ double metadata_number(const Value& m, const std::string& field, double fallback
   return fallback;
 }
 
+std::string entry_metadata_string(const Entry& entry, const std::string& field, const std::string& fallback) {
+  const Value& m = entry.metadata;
+  if (m.kind != Value::Kind::kDict) return fallback;
+  for (size_t k = 0; k + 1 < m.items.size(); k += 2) {
+    if (m.items[k].kind == Value::Kind::kString && m.items[k].s == field) {
+      return m.items[k + 1].kind == Value::Kind::kString ? m.items[k + 1].s : fallback;
+    }
+  }
+  return fallback;
+}
+
+std::string entry_kind(const Entry& entry) {
+  const std::string kind = entry_metadata_string(entry, "payload_kind", "");
+  if (kind == "aotcache.frame") return "frame";
+  if (kind == "guard_index") return "guard-index";
+  if (kind.empty() || kind == "inductor_aot_artifact") return "graph";
+  return kind;
+}
+
 }  // namespace aotcache

@@ -24,6 +24,7 @@ import torch
 
 sys.modules.setdefault("frame_helpers", __import__("frame_helpers_v1"))  # frame_cases imports it; workers get theirs
 import frame_cases  # noqa: E402
+from conftest import cli  # noqa: E402
 
 HERE = Path(__file__).parent
 CASES = list(frame_cases.CASES)
@@ -71,6 +72,7 @@ def passes(tmp_path_factory) -> dict[str, dict[str, dict]]:
         ref_v = pool.submit(_run, tmp, "inductor-variant", "inductor", "v2", tmp / "unused2", True)
         out["warm"], out["inductor-variant"] = warm.result(), ref_v.result()
     out["warm-variant"] = _run(tmp, "warm-variant", "aotcache", "v2", cache, True)
+    out["cache"] = cache
     return out
 
 
@@ -86,6 +88,8 @@ def _frames(row: dict) -> dict:
 @pytest.mark.parametrize("case", CASES)
 def test_no_exception(passes, case):
     for name, rows in passes.items():
+        if name == "cache":
+            continue
         assert "exception" not in rows[case], f"{name}: {rows[case].get('traceback')}"
 
 
@@ -124,3 +128,12 @@ def test_variant_changes_the_reference(passes):
     case changes how Dynamo traces, not the result: its check is the retrace)."""
     for case in frame_cases.MUST_RETRACE - {"config_changed"}:
         assert not _equal(passes["inductor"][case]["result"], passes["inductor-variant"][case]["result"]), case
+
+
+def test_cli_lists_and_shows_frame_entries(passes):
+    entries = json.loads(cli(passes["cache"], "ls", "--json"))
+    kinds = {e["kind"] for e in entries}
+    assert {"frame", "graph"} <= kinds, kinds
+    frame = next(e for e in entries if e["kind"] == "frame")
+    shown = cli(passes["cache"], "show", frame["key"])
+    assert "payload_kind   'aotcache.frame'" in shown and "frame_format" in shown, shown

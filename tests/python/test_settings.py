@@ -24,6 +24,7 @@ def clean(monkeypatch):
         "AOTCACHE_ISA_PROBE_MEMO",
         "AOTCACHE_DISABLE",
         "AOTCACHE_KERNELS",
+        "AOTCACHE_FRAMES",
         "AOTCACHE_EVICTION",
         "AOTCACHE_SIGNING_KEY",
         "AOTCACHE_SIGNING_KEYS_ACCEPTED",
@@ -239,6 +240,7 @@ def test_default_cache_dir_is_computed_from_the_environment(monkeypatch):
         ("AOTCACHE_DISABLE", "enabled", True),
         ("AOTCACHE_KERNELS", "kernels", True),
         ("AOTCACHE_ISA_PROBE_MEMO", "isa_probe_memo", True),
+        ("AOTCACHE_FRAMES", "frames", False),
     ],
 )
 def test_malformed_booleans_are_reported_once_and_the_default_used(monkeypatch, caplog, name, field, default):
@@ -262,3 +264,17 @@ def test_readonly_remote_flag_is_validated_too(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="aotcache"):
         assert aotcache.current_settings().remote.readonly is False
     assert any("AOTCACHE_REMOTE_READONLY" in r.message for r in caplog.records)
+
+
+def test_frames_are_off_by_default_and_configure_installs_the_hooks(monkeypatch):
+    from aotcache.frames import hooks
+
+    assert aotcache.current_settings().frames is False
+    monkeypatch.setenv("AOTCACHE_FRAMES", "1")
+    assert aotcache.current_settings().frames is True
+    monkeypatch.delenv("AOTCACHE_FRAMES")
+    assert aotcache.configure(frames=True).frames is True
+    assert hooks._installed
+    import torch._dynamo.convert_frame as convert_frame
+
+    assert convert_frame._compile.__module__ == "aotcache.frames.hooks"
