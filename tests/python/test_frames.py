@@ -24,6 +24,7 @@ import torch
 
 sys.modules.setdefault("frame_helpers", __import__("frame_helpers_v1"))  # frame_cases imports it; workers get theirs
 import frame_cases  # noqa: E402
+
 from conftest import cli  # noqa: E402
 
 HERE = Path(__file__).parent
