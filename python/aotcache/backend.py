@@ -17,6 +17,7 @@ Nothing of aotcache's own escapes: the user's call gets what backend="inductor" 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +33,8 @@ from aotcache.storage.tiered import TieredStore
 
 log = logging.getLogger("aotcache")
 
-if settings.current().frames:  # before the first frame runs: Dynamo imports this module at torch.compile()
+# Before the first frame runs (Dynamo imports this module at torch.compile()); the guard log is a test hook.
+if settings.current().frames or os.environ.get("AOTCACHE_FRAMES_GUARD_LOG"):
     from aotcache import frames as _frames
 
     _frames.enable()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,9 @@ CASES = list(frame_cases.CASES)
 pytestmark = pytest.mark.timeout(1500)
 
 
-def _run(tmp: Path, name: str, backend: str, helpers: str, cache: Path, variant: bool = False) -> dict[str, dict]:
+def _run(
+    tmp: Path, name: str, backend: str, helpers: str, cache: Path, variant: bool = False, frames: bool = True
+) -> dict[str, dict]:
     work = tmp / name
     (work / "mod").mkdir(parents=True)
     shutil.copy(HERE / f"frame_helpers_{helpers}.py", work / "mod" / "frame_helpers.py")
@@ -42,7 +45,8 @@ def _run(tmp: Path, name: str, backend: str, helpers: str, cache: Path, variant:
         "FRAME_CASES_BACKEND": backend,
         "AOTCACHE_DIR": str(cache),
         "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor-{backend}-{name}"),
-        "AOTCACHE_FRAMES": "1",
+        "AOTCACHE_FRAMES": "1" if frames else "0",
+        "AOTCACHE_FRAMES_GUARD_LOG": str(tmp / f"guards-{name}.jsonl"),
         "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
         "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
         "PYTHONHASHSEED": "0",
@@ -72,9 +76,22 @@ def passes(tmp_path_factory) -> dict[str, dict[str, dict]]:
         warm = pool.submit(_run, tmp, "warm", "aotcache", "v1", cache)
         ref_v = pool.submit(_run, tmp, "inductor-variant", "inductor", "v2", tmp / "unused2", True)
         out["warm"], out["inductor-variant"] = warm.result(), ref_v.result()
-    out["warm-variant"] = _run(tmp, "warm-variant", "aotcache", "v2", cache, True)
+        warm_v = pool.submit(_run, tmp, "warm-variant", "aotcache", "v2", cache, True)
+        fresh = pool.submit(_run, tmp, "fresh", "aotcache", "v1", cache, False, False)
+        out["warm-variant"], out["fresh"] = warm_v.result(), fresh.result()
     out["cache"] = cache
+    out["guard_logs"] = {name: _guard_log(tmp / f"guards-{name}.jsonl") for name in ("warm", "fresh")}
     return out
+
+
+def _guard_log(path: Path) -> list[dict]:
+    """The guard sets a pass built (AOTCACHE_FRAMES_GUARD_LOG), Dynamo's per-process builtins-dict name normalized."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    for row in rows:
+        row["guards"] = sorted(
+            (re.sub(r"__builtins_dict___\d+", "__builtins_dict__", name), kind) for name, kind in row["guards"]
+        )
+    return rows
 
 
 def _equal(a: Path, b: Path) -> bool:
@@ -89,7 +106,7 @@ def _frames(row: dict) -> dict:
 @pytest.mark.parametrize("case", CASES)
 def test_no_exception(passes, case):
     for name, rows in passes.items():
-        if name == "cache":
+        if name in ("cache", "guard_logs"):
             continue
         assert "exception" not in rows[case], f"{name}: {rows[case].get('traceback')}"
 
@@ -138,3 +155,18 @@ def test_cli_lists_and_shows_frame_entries(passes):
     frame = next(e for e in entries if e["kind"] == "frame")
     shown = cli(passes["cache"], "show", frame["key"])
     assert "payload_kind   'aotcache.frame'" in shown and "frame_format" in shown, shown
+
+
+def test_loaded_guards_are_a_fresh_traces(passes):
+    """Every guard set the warm pass loaded from a frame entry equals, source by source and kind by kind (a content
+    guard under the identity guard it replaced), a set Dynamo built tracing the same code afresh in another process
+    (the fresh pass: frames off, the graphs still hit)."""
+    logs = passes["guard_logs"]
+    loaded = [r for r in logs["warm"] if r["how"] == "loaded"]
+    traced: dict[str, list] = {}
+    for r in logs["fresh"]:
+        if r["how"] == "traced":
+            traced.setdefault(r["code"], []).append(r["guards"])
+    assert len(loaded) >= len(CASES), f"only {len(loaded)} guard sets loaded"
+    for r in loaded:
+        assert r["guards"] in traced.get(r["code"], []), f"{r['name']}: loaded guards match no fresh trace"

@@ -16,11 +16,14 @@ Every failure of ours is a fallback to Dynamo's own path, counted `frames.intern
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib
 import inspect
 import itertools
+import json
 import logging
+import os
 import threading
 import time
 import types
@@ -66,6 +69,29 @@ class _Recording:
     refused: _Refused | None = None
 
 
+# A test hook (test_frames.py, the zoo and adversarial suites): a JSON line per guard set built, fresh ("traced") or
+# from a frame entry ("loaded"), with the code digest and the sorted (source, guard kind) pairs, a content guard
+# under the kind it replaced. Comparing both for the same code shows the loaded guards are a fresh trace's.
+GUARD_LOG = os.environ.get("AOTCACHE_FRAMES_GUARD_LOG", "")
+
+
+def _log_guards(how: str, code: types.CodeType, guard_set: Any) -> None:
+    try:
+        pairs = set()
+        for g in guard_set:
+            fn = g.create_fn
+            if isinstance(fn, functools.partial) and fn.func is guards.aotcache_content_match:
+                kind = fn.args[0]
+            else:
+                kind = g.create_fn_name()
+            pairs.add((g.name, kind))
+        line = {"how": how, "code": content.code_digest(code), "name": code.co_qualname, "guards": sorted(pairs)}
+        with open(GUARD_LOG, "a") as f:
+            f.write(json.dumps(line) + "\n")
+    except Exception:
+        log.debug("cannot log the guards of %s", code.co_qualname, exc_info=True)
+
+
 # ---- installation ---------------------------------------------------------------------------------------------------
 def install() -> None:
     """Wraps the three Dynamo internals, once per process."""
@@ -86,6 +112,8 @@ def install() -> None:
 
         class RecordingCheckFunctionManager(original_cfm):  # type: ignore[misc, valid-type]
             def __init__(self, f_code: Any, output_graph: Any = None, *args: Any, **kwargs: Any) -> None:
+                if GUARD_LOG and output_graph is not None:
+                    _log_guards("traced", f_code, getattr(output_graph, "guards", ()))
                 rec = _recording()
                 if rec is None or f_code is not rec.frame.code:
                     super().__init__(f_code, output_graph, *args, **kwargs)
@@ -270,6 +298,8 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
         if spec["kind"] == "module" and name not in scope:
             scope[name] = importlib.import_module(spec["name"])
     guard_manager = load_guard_manager(guards_state, frame.code, scope)
+    if GUARD_LOG:
+        _log_guards("loaded", frame.code, guards_state.output_graph._guards)
     if not guard_manager.check(frame.f_locals):
         if added_builtins:
             del scope[builtins_name]
