@@ -7,12 +7,15 @@ aotcache, cold and warm, each measurement in a fresh process (tests/python/zoo_w
     .venv/bin/python bench/zoo.py --replot bench/results/zoo.json  # redraw zoo.md and zoo.png
 
 Items: one representative workload per model, its training step (loss + backward), plus GPT-2's greedy generate
-(dynamic shapes from the growing KV cache). Per item and repetition, four processes, the two systems alternating which
+(dynamic shapes from the growing KV cache). Per item and repetition, five processes, the two systems alternating which
 goes first:
   torch_cold     backend "inductor", torch's FX graph + AOTAutograd caches on, empty TORCHINDUCTOR_CACHE_DIR
   torch_warm     the same on the directory torch_cold left
-  aotcache_cold  backend "aotcache" (torch's caches off), empty AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR
-  aotcache_warm  the same on the directories aotcache_cold left (same machine, a second process)
+  aotcache_cold  backend "aotcache" (torch's caches off), empty AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR, frames on
+                 (AOTCACHE_FRAMES=1: it records the frame entries too)
+  aotcache_warm  frames off, on the directories aotcache_cold left (same machine, a second process): Dynamo traces,
+                 the graphs hit
+  frames_warm    frames on, the same directories: frames whose entry holds run without Dynamo's tracing
 Reported: time to first result (compile + first result of the item, after the model is built; medians of the
 repetitions), the warm breakdown (Dynamo's bytecode tracing, guard building and the rest of Dynamo from
 torch._dynamo.utils.compilation_time_metrics; the backend call, for aotcache split into its INFO line's key, lookup
@@ -42,14 +45,18 @@ sys.path.insert(0, str(TESTS))
 sys.path.insert(0, str(BENCH))
 import zoo_models  # noqa: E402  (tests/python/zoo_models.py)
 
-MODES = ("torch_cold", "torch_warm", "aotcache_cold", "aotcache_warm")
+MODES = ("torch_cold", "torch_warm", "aotcache_cold", "aotcache_warm", "frames_warm")
 MODE_DOCS = {
     "torch_cold": "backend inductor, torch's FX graph + AOTAutograd caches on, empty TORCHINDUCTOR_CACHE_DIR",
     "torch_warm": "backend inductor, torch's caches on, TORCHINDUCTOR_CACHE_DIR as torch_cold left it",
-    "aotcache_cold": "backend aotcache (torch's caches off), empty AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR",
-    "aotcache_warm": "backend aotcache, AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR as aotcache_cold left them",
+    "aotcache_cold": "backend aotcache (torch's caches off), empty AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR; frames "
+    "on (AOTCACHE_FRAMES=1): it also records the frame entries",
+    "aotcache_warm": "backend aotcache, frames off, AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR as aotcache_cold left",
+    "frames_warm": "backend aotcache, frames on (Dynamo's tracing skipped where a frame entry holds), the same dirs",
 }
-BACKEND = {"torch": "inductor-cached", "aotcache": "aotcache"}
+BACKEND = {"torch": "inductor-cached", "aotcache": "aotcache", "frames": "aotcache"}
+# The modes each system runs in one repetition, in order.
+PHASES = {"torch": ("torch_cold", "torch_warm"), "aotcache": ("aotcache_cold", "aotcache_warm", "frames_warm")}
 DEFAULT_ITEMS = tuple(f"{m}:train" for m in zoo_models.MODELS) + ("gpt2:generate",)
 # Warm breakdown parts, in plot order: (name, phases key). aotcache's backend is split into key, lookup, load and the
 # rest; torch's backend is its AOTAutograd/FX cache lookup + load.
@@ -60,6 +67,7 @@ PARTS = (
     ("aotcache: key", "key_s"),
     ("aotcache: lookup", "lookup_s"),
     ("aotcache: load", "load_s"),
+    ("frames: load", "frame_load_s"),
     ("backend (rest)", "backend_rest_s"),
     ("run (+ lazy compile)", "run_s"),
 )
@@ -77,9 +85,12 @@ def _clean_env() -> dict[str, str]:
 def run_worker(item: str, mode: str, dirs: dict[str, str], out: Path, timeout_s: float) -> dict[str, Any]:
     system = mode.split("_")[0]
     env = _clean_env()
-    env["TORCHINDUCTOR_CACHE_DIR"] = dirs[f"{system}_inductor"]
-    if system == "aotcache":
+    if system in ("aotcache", "frames"):
+        env["TORCHINDUCTOR_CACHE_DIR"] = dirs["aotcache_inductor"]
         env["AOTCACHE_DIR"] = dirs["aotcache"]
+        env["AOTCACHE_FRAMES"] = "0" if mode == "aotcache_warm" else "1"
+    else:
+        env["TORCHINDUCTOR_CACHE_DIR"] = dirs["torch_inductor"]
     cmd = [sys.executable, str(TESTS / "zoo_worker.py"), BACKEND[system], str(out), "--label", mode, item]
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
@@ -108,8 +119,7 @@ def measure_item(item: str, reps: int, work: Path, timeout_s: float) -> list[dic
         }
         systems = ("torch", "aotcache") if rep % 2 == 0 else ("aotcache", "torch")  # alternate who goes first
         for system in systems:
-            for phase in ("cold", "warm"):
-                mode = f"{system}_{phase}"
+            for mode in PHASES[system]:
                 r = run_worker(item, mode, dirs, d / "out", timeout_s)
                 r["rep"] = rep
                 runs.append(r)
@@ -119,14 +129,14 @@ def measure_item(item: str, reps: int, work: Path, timeout_s: float) -> list[dic
                     flush=True,
                 )
         equal = bitwise_equal(d / "out", item)
-        for r in runs[-4:]:
+        for r in runs[-len(MODES) :]:
             r["bitwise_equal_all_modes"] = equal
         shutil.rmtree(d, ignore_errors=True)
     return runs
 
 
 def bitwise_equal(out: Path, item: str) -> bool:
-    """Whether the four modes' results of one repetition are bitwise equal."""
+    """Whether the modes' results of one repetition are bitwise equal."""
     import torch
 
     model, workload = item.split(":")
@@ -141,6 +151,9 @@ def hit_summary(r: dict[str, Any]) -> str:
     return "torch " + " ".join(f"{k}={v}" for k, v in sorted(r["torch_counters"].items()))
 
 
+WARM = ("torch_warm", "aotcache_warm", "frames_warm")
+
+
 # ---- summaries ----------------------------------------------------------------------------------------------------
 def _spread(xs: list[float]) -> dict[str, Any]:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs), "values": xs}
@@ -149,11 +162,13 @@ def _spread(xs: list[float]) -> dict[str, Any]:
 def _breakdown(r: dict[str, Any]) -> dict[str, float]:
     ph = r["phases"]
     aot = {k: ph.get(k, 0.0) for k in ("key_s", "lookup_s", "load_s")}
+    frame_load = ph.get("frame_load_s", 0.0)
     return {
         "tracing_s": ph["tracing_s"],
         "guards_s": ph["guards_s"],
         "dynamo_other_s": ph["dynamo_other_s"],
         **aot,
+        "frame_load_s": frame_load,
         "backend_rest_s": max(ph["backend_s"] - sum(aot.values()), 0.0),
         "run_s": ph["run_s"],
         "dynamo_s": ph["dynamo_s"],
@@ -207,11 +222,13 @@ def summarize_item(item: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
             "cold_aotcache_over_warm_aotcache": med["aotcache_cold"] / med["aotcache_warm"],
             "cold_torch_over_warm_torch": med["torch_cold"] / med["torch_warm"],
             "cold_torch_over_warm_aotcache": med["torch_cold"] / med["aotcache_warm"],
+            "warm_frames_over_warm_torch": med["frames_warm"] / med["torch_warm"],
+            "warm_frames_over_warm_torch_pairs": [pairs[("frames_warm", i)] / pairs[("torch_warm", i)] for i in reps],
+            "cold_aotcache_over_warm_frames": med["aotcache_cold"] / med["frames_warm"],
         },
-        "dynamo_share_warm": {
-            m: modes[m]["breakdown_median_s"]["dynamo_share"] for m in ("torch_warm", "aotcache_warm")
-        },
-        "warm_all_hit": {m: all(warm_all_hit(r) for r in by_mode[m]) for m in ("torch_warm", "aotcache_warm")},
+        "dynamo_share_warm": {m: modes[m]["breakdown_median_s"]["dynamo_share"] for m in WARM},
+        "warm_all_hit": {m: all(warm_all_hit(r) for r in by_mode[m]) for m in WARM},
+        "frame_hits": [r["phases"].get("frame_hits", 0) for r in by_mode["frames_warm"]],
         "bitwise_equal_all_modes": all(r.get("bitwise_equal_all_modes", True) for r in runs),
     }
 
@@ -232,19 +249,21 @@ def markdown(report: dict[str, Any]) -> str:
         "Time to first result in seconds (compile + first result of the item in a fresh process, after the model is "
         "built), median (min-max) of the repetitions; ratios of medians.",
         "",
-        "| item | n | torch cold | torch warm | aotcache cold | aotcache warm | warm aot / warm torch | cold aot / "
-        "warm aot | Dynamo share of warm (torch / aot) | warm all hit (torch / aot) | bitwise equal |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| item | n | torch cold | torch warm | aotcache cold | aotcache warm | aotcache warm, frames on | warm aot / "
+        "warm torch | warm frames / warm torch | cold aot / warm frames | Dynamo share of warm (torch / aot / frames) "
+        "| frame hits | warm all hit (torch / aot / frames) | bitwise equal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in report["items"]:
         md, r = s["modes"], s["ratios"]
         lines.append(
             f"| {s['item']} | {md['torch_cold']['first_result_s']['n']} "
             + "".join(f"| {_fmt(md[mode]['first_result_s'])} " for mode in MODES)
-            + f"| {r['warm_aotcache_over_warm_torch']:.2f}x | {r['cold_aotcache_over_warm_aotcache']:.1f}x "
-            f"| {s['dynamo_share_warm']['torch_warm']:.0%} / {s['dynamo_share_warm']['aotcache_warm']:.0%} "
-            f"| {'yes' if s['warm_all_hit']['torch_warm'] else 'NO'} / "
-            f"{'yes' if s['warm_all_hit']['aotcache_warm'] else 'NO'} "
+            + f"| {r['warm_aotcache_over_warm_torch']:.2f}x | {r['warm_frames_over_warm_torch']:.2f}x "
+            f"| {r['cold_aotcache_over_warm_frames']:.1f}x "
+            f"| {' / '.join(format(s['dynamo_share_warm'][m], '.0%') for m in WARM)} "
+            f"| {', '.join(str(n) for n in s['frame_hits'])} "
+            f"| {' / '.join('yes' if s['warm_all_hit'][m] else 'NO' for m in WARM)} "
             f"| {'yes' if s['bitwise_equal_all_modes'] else 'NO'} |"
         )
     for item, err in report.get("failures", {}).items():
@@ -259,12 +278,14 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|" + "---|" * len(PARTS),
     ]
     for s in report["items"]:
-        for mode in ("torch_warm", "aotcache_warm"):
+        for mode in WARM:
             b = s["modes"][mode]["breakdown_median_s"]
             lines.append(
                 f"| {s['item']} | {mode} | {s['modes'][mode]['first_result_s']['median']:.2f} | "
                 + " | ".join(
-                    "-" if mode == "torch_warm" and key in ("key_s", "lookup_s", "load_s") else f"{b[key]:.2f}"
+                    "-"
+                    if mode == "torch_warm" and key in ("key_s", "lookup_s", "load_s", "frame_load_s")
+                    else f"{b[key]:.2f}"
                     for _, key in PARTS
                 )
                 + " |"
@@ -295,32 +316,37 @@ def plot(report: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"torch_cold": "#9e9e9e", "torch_warm": "#ef6c00", "aotcache_cold": "#616161", "aotcache_warm": "#1565c0"}
+    colors = {
+        "torch_cold": "#9e9e9e",
+        "torch_warm": "#ef6c00",
+        "aotcache_cold": "#616161",
+        "aotcache_warm": "#1565c0",
+        "frames_warm": "#2e7d32",
+    }
     items = report["items"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(14, max(4.5, 0.5 * len(items) + 2.5)))
-    width = 0.2
+    width = 0.16
     for i, mode in enumerate(MODES):
-        xs = [j + (i - 1.5) * width for j in range(len(items))]
+        xs = [j + (i - (len(MODES) - 1) / 2) * width for j in range(len(items))]
         spreads = [s["modes"][mode]["first_result_s"] for s in items]
         meds = [f["median"] for f in spreads]
         err = [[f["median"] - f["min"] for f in spreads], [f["max"] - f["median"] for f in spreads]]
         a.bar(xs, meds, width, yerr=err, capsize=2, color=colors[mode], label=mode.replace("_", " "))
     for j, s in enumerate(items):
         r = s["ratios"]
-        text = f"{r['warm_aotcache_over_warm_torch']:.2f}x\n{r['cold_aotcache_over_warm_aotcache']:.1f}x"
+        text = f"{r['warm_aotcache_over_warm_torch']:.2f}x\n{r['warm_frames_over_warm_torch']:.2f}x"
         a.annotate(text, (j, 1.0), xycoords=("data", "axes fraction"), ha="center", va="top", fontsize=7)
     a.set_yscale("log")
     a.set_ylim(top=a.get_ylim()[1] * 6)
     a.set_xticks(range(len(items)), [s["item"] for s in items], fontsize=8, rotation=25)
     a.set_ylabel("time to first result, s (log; median, min-max)")
     a.set_title(
-        "Compile + first result in a fresh process\n(above the bars: warm aotcache / warm torch, cold / warm aotcache)",
+        "Compile + first result in a fresh process\n(above the bars: warm aotcache / warm torch, frames off; on)",
         fontsize=9,
     )
-    a.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4)
-    palette = ("#8d6e63", "#a1887f", "#d7ccc8", "#fdd835", "#43a047", "#1e88e5", "#fb8c00", "#bdbdbd")
-    rows = [(f"{s['item']} {m.split('_')[0]}", s["modes"][m]["breakdown_median_s"]) for s in items for m in
-            ("torch_warm", "aotcache_warm")]  # fmt: skip
+    a.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=5)
+    palette = ("#8d6e63", "#a1887f", "#d7ccc8", "#fdd835", "#43a047", "#1e88e5", "#2e7d32", "#fb8c00", "#bdbdbd")
+    rows = [(f"{s['item']} {m.split('_')[0]}", s["modes"][m]["breakdown_median_s"]) for s in items for m in WARM]
     for i, (_, values) in enumerate(rows):
         left = 0.0
         for (name, key), color in zip(PARTS, palette):

@@ -370,9 +370,12 @@ def test_bench_summary_arithmetic():
     import zoo as bench_zoo  # bench/zoo.py
 
     def run(mode: str, rep: int, first: float, **kw: Any) -> dict:
-        aot = mode.startswith("aotcache")
+        aot = mode.startswith(("aotcache", "frames"))
         phases = {"tracing_s": 1.0, "guards_s": 0.2, "dynamo_other_s": 0.3, "dynamo_s": 1.5, "backend_s": 1.0}
         phases.update(run_s=first - 2.5, **({"key_s": 0.1, "lookup_s": 0.0, "load_s": 0.5} if aot else {}))
+        if mode == "frames_warm":  # every frame served: no Dynamo, no backend call
+            phases = {"tracing_s": 0.0, "guards_s": 0.0, "dynamo_other_s": 0.0, "dynamo_s": 0.0, "backend_s": 0.0}
+            phases.update(run_s=first - 0.4, frame_load_s=0.4, frame_hits=3)
         row = {"mode": mode, "rep": rep, "first_result_s": first, "process_wall_s": first + 5, "phases": phases}
         row.update(backend="aotcache" if aot else "inductor", dynamo={"graphs": 2}, torch_counters={})
         row.update(hits=0, misses=0, bypasses=0, errors=0, bypass_reasons={})
@@ -386,6 +389,7 @@ def test_bench_summary_arithmetic():
             run("torch_warm", rep, warm_torch, torch_counters={"autograd_cache_hit": 2, "fxgraph_cache_hit": 4}),
             run("aotcache_cold", rep, 42.0, misses=2),
             run("aotcache_warm", rep, warm_aot, hits=2 - rep, misses=rep),
+            run("frames_warm", rep, warm_aot / 2, hits=2),
         ]
     s = bench_zoo.summarize_item("gpt2:train", runs)
     assert s["modes"]["torch_warm"]["first_result_s"]["median"] == 6.0
@@ -396,7 +400,11 @@ def test_bench_summary_arithmetic():
     b = s["modes"]["aotcache_warm"]["breakdown_median_s"]
     assert b["backend_rest_s"] == pytest.approx(0.4) and b["load_s"] == 0.5
     assert s["modes"]["torch_warm"]["breakdown_median_s"]["backend_rest_s"] == 1.0
-    assert s["warm_all_hit"] == {"torch_warm": True, "aotcache_warm": False}  # rep 1 missed once
+    assert s["warm_all_hit"] == {"torch_warm": True, "aotcache_warm": False, "frames_warm": True}  # rep 1 missed
+    assert s["ratios"]["warm_frames_over_warm_torch"] == pytest.approx(1.75 / 6.0)
+    assert s["ratios"]["cold_aotcache_over_warm_frames"] == pytest.approx(42.0 / 1.75)
+    assert s["frame_hits"] == [3, 3] and s["dynamo_share_warm"]["frames_warm"] == 0.0
+    assert s["modes"]["frames_warm"]["breakdown_median_s"]["frame_load_s"] == 0.4
     text = bench_zoo.markdown(
         {
             "machine": {"date": "2026-12-03T00:00:00", "nproc": 2, "cpu_model": "cpu", "platform": "linux"}
@@ -409,7 +417,8 @@ def test_bench_summary_arithmetic():
         }
     )
     assert "| gpt2:train | 2 | 40.00 (40.00-40.00) | 6.00 (5.00-7.00) |" in text
-    assert "| 0.58x | 12.0x | 26% / 44% | yes / NO | yes |" in text  # shares: medians of 1.5/5, 1.5/7; 1.5/3, 1.5/4
+    # Ratios, then the Dynamo shares (medians of 1.5/5, 1.5/7; 1.5/3, 1.5/4; none with frames), frame hits, verdicts.
+    assert "| 0.58x | 0.29x | 24.0x | 26% / 44% / 0% | 3, 3 | yes / NO / yes | yes |" in text, text
 
 
 def main() -> int:

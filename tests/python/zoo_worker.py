@@ -74,7 +74,9 @@ class AotcacheLog(logging.Handler):
             self.warnings.append(msg[:1500])
             return
         kind = msg.split(" ", 1)[0]
-        if kind not in ("hit", "miss", "bypass"):
+        if msg.startswith("frame hit "):
+            kind = "frame_hit"
+        elif kind not in ("hit", "miss", "bypass"):
             return
         event: dict[str, Any] = {"kind": kind, **{k: float(v) / 1e3 for k, v in self._FIELD.findall(msg)}}
         if kind == "bypass":
@@ -123,7 +125,9 @@ def _phases(first_result_s: float, times: dict[str, dict[str, float]], events: l
         "guards_s": guards,
         "dynamo_other_s": max(frames - backend - tracing - guards, 0.0),
         "backend_s": backend,
-        "run_s": max(first_result_s - frames, 0.0),
+        "run_s": max(
+            first_result_s - frames - sum(e.get("load", 0.0) for e in events if e["kind"] == "frame_hit"), 0.0
+        ),
         "cxx_builds": int(times.get("compile_file", {}).get("calls", 0)),
     }
     if events:
@@ -139,6 +143,8 @@ def _phases(first_result_s: float, times: dict[str, dict[str, float]], events: l
             miss_compile_s=total(("miss",), "compile"),
             miss_store_s=total(("miss",), "store"),
             bypass_compile_s=total(("bypass",), "compile"),
+            frame_load_s=total(("frame_hit",), "load"),
+            frame_hits=sum(1 for e in events if e["kind"] == "frame_hit"),
         )
     return phases
 
