@@ -96,8 +96,8 @@ def run_passes(root: Path, items: list[str]) -> dict[str, Any]:
     out = root / "out"
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    for name in list(env):
-        if name.startswith("AOTCACHE_"):
+    for name in list(env):  # AOTCACHE_FRAMES stays: the zoo runs with frames off and on
+        if name.startswith("AOTCACHE_") and name not in ("AOTCACHE_FRAMES", "AOTCACHE_FRAMES_GUARD_LOG"):
             del env[name]
     env.update(
         {
@@ -149,16 +149,28 @@ def differences(a: dict | None, b: dict | None) -> list[str]:
     return found
 
 
+def frame_adjusted(row: dict) -> tuple[int, int, dict]:
+    """(graphs, graph breaks, frame counters) of a process: with frames on (AOTCACHE_FRAMES=1) a frame served from
+    the frame cache is not traced, so its graphs are counted by the frame cache (frames.graphs) instead of Dynamo,
+    and its graph breaks are not seen again."""
+    frames = row.get("stats", {}).get("frames", {}) or {}
+    return row["dynamo"]["graphs"] + frames.get("graphs", 0), row["dynamo"]["graph_breaks"], frames
+
+
 def counter_problems(row: dict, reference: dict, label: str) -> list[str]:
     """What is wrong with the counters of the `label` (cold or warm) aotcache process of an item."""
     if "exception" in row:
         return ["exception"]
     p = []
     h, m, b = row["hits"], row["misses"], row["bypasses"]
-    graphs, breaks = row["dynamo"]["graphs"], row["dynamo"]["graph_breaks"]
+    graphs, breaks, frames = frame_adjusted(row)
     ref = reference.get("dynamo")
-    if ref and (graphs, breaks) != (ref["graphs"], ref["graph_breaks"]):
-        p.append(f"{graphs} graphs/{breaks} graph breaks, inductor {ref['graphs']}/{ref['graph_breaks']}")
+    if ref and graphs != ref["graphs"]:
+        p.append(f"{graphs} graphs, inductor {ref['graphs']}")
+    if ref and not frames.get("hits") and breaks != ref["graph_breaks"]:
+        p.append(f"{breaks} graph breaks, inductor {ref['graph_breaks']}")
+    if frames.get("internal_errors") or frames.get("bypasses"):
+        p.append(f"frame cache: {frames}")
     if h + m + b != graphs:
         p.append(f"{graphs} graphs but {h} hits + {m} misses + {b} bypasses")
     if row["errors"] or row["error_kinds"]:
@@ -222,15 +234,26 @@ def _counts(row: dict) -> str:
     return text + (f" ({', '.join(row['bypass_reasons'])})" if row["bypass_reasons"] else "")
 
 
+def _frame_counts(row: dict) -> str:
+    """Frames served from the frame cache / traced after a lookup / not frame-cacheable (reasons); "-": frames off."""
+    f = row.get("stats", {}).get("frames", {}) or {}
+    if not f:
+        return "-"
+    reasons = sorted(k.split(".", 1)[1] for k in f if k.startswith("bypass."))
+    return f"{f.get('hits', 0)}/{f.get('misses', 0)}/{f.get('bypasses', 0)}" + (
+        f" ({', '.join(reasons)})" if reasons else ""
+    )
+
+
 def _seconds(row: dict) -> str:
     return f"{row['first_result_s']:.1f}" if row.get("first_result_s") else "-"
 
 
 def table(verdicts: dict[str, Verdict], passes: dict[str, Any]) -> str:
     lines = [
-        "| model | workload | warm hits (h/m/b) | cold hits (h/m/b) | bitwise (warm=cold=inductor) | cold s | warm s "
-        "| inductor s | result |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | workload | warm hits (h/m/b) | warm frames (h/m/b) | cold hits (h/m/b) | bitwise (warm=cold=inductor) "
+        "| cold s | warm s | inductor s | result |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for item, v in verdicts.items():
         model, workload = item.split(":")
@@ -242,7 +265,8 @@ def table(verdicts: dict[str, Verdict], passes: dict[str, Any]) -> str:
         bitwise = "yes" if not (v.warm_vs_cold or v.cold_vs_inductor) else "NO"
         r = v.rows
         lines.append(
-            f"| {model} | {workload} | {_counts(r['warm'])} | {_counts(r['cold'])} | {bitwise} | "
+            f"| {model} | {workload} | {_counts(r['warm'])} | {_frame_counts(r['warm'])} | {_counts(r['cold'])} "
+            f"| {bitwise} | "
             f"{_seconds(r['cold'])} | {_seconds(r['warm'])} | {_seconds(r['inductor'])} | "
             f"{'ok' if v.ok else 'FAIL: ' + ' / '.join(problems)} |"
         )

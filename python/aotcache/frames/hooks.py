@@ -86,6 +86,7 @@ def _log_guards(how: str, code: types.CodeType, guard_set: Any) -> None:
                 kind = g.create_fn_name()
             pairs.add((g.name, kind))
         line = {"how": how, "code": content.code_digest(code), "name": code.co_qualname, "guards": sorted(pairs)}
+        line["pid"] = os.getpid()
         with open(GUARD_LOG, "a") as f:
             f.write(json.dumps(line) + "\n")
     except Exception:
@@ -265,7 +266,8 @@ def _load(frame: _Frame, compile_id: Any) -> Any:
     for candidate in reversed(candidates):  # newest first
         result, reason = _try_candidate(frame, candidate, compile_id)
         if result is not None:
-            _count({"frames.hits": 1}, frame)
+            graphs = sum(1 for spec in candidate["globals"].values() if spec["kind"] == "graph")
+            _count({"frames.hits": 1, "frames.graphs": graphs}, frame)
             log.info(
                 "frame hit %s key=%s load=%.1fms",
                 _name(frame.code),
