@@ -251,8 +251,8 @@ def _seconds(row: dict) -> str:
 
 def table(verdicts: dict[str, Verdict], passes: dict[str, Any]) -> str:
     lines = [
-        "| model | workload | warm hits (h/m/b) | warm frames (h/m/b) | cold hits (h/m/b) | bitwise (warm=cold=inductor) "
-        "| cold s | warm s | inductor s | result |",
+        "| model | workload | warm hits (h/m/b) | warm frames (h/m/b) | cold hits (h/m/b) "
+        "| bitwise (warm=cold=inductor) | cold s | warm s | inductor s | result |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for item, v in verdicts.items():
