@@ -149,6 +149,24 @@ def config_changed(variant: bool) -> dict[str, torch.Tensor]:
         return {"out": fn(torch.randn(4), 2.5)}
 
 
+def _update_and_add(a, b):
+    a.add_(1)
+    return a + b
+
+
+def storage_sharing(variant: bool) -> dict[str, torch.Tensor]:
+    # Two views of one tensor or two tensors with the same sizes, strides and offsets: Dynamo's guards do not tell
+    # them apart; the graph key does, and so must the frame entry (its storage-partition guard).
+    if variant:
+        base = torch.arange(10.0)
+        a, b = base[0:6], base[3:9]
+        out = _compile(_update_and_add)(a, b)
+        return {"out": out, "base": base}
+    base1, base2 = torch.arange(10.0), torch.arange(10.0)
+    out = _compile(_update_and_add)(base1[0:6], base2[3:9])
+    return {"out": out, "base": base1 + base2}
+
+
 CASES = {
     f.__name__: f
     for f in (
@@ -162,6 +180,7 @@ CASES = {
         dtype_recompile,
         dynamic_true,
         config_changed,
+        storage_sharing,
     )
 }
 MUST_RETRACE = {

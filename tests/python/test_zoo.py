@@ -169,8 +169,8 @@ def counter_problems(row: dict, reference: dict, label: str) -> list[str]:
         p.append(f"{graphs} graphs, inductor {ref['graphs']}")
     if ref and not frames.get("hits") and breaks != ref["graph_breaks"]:
         p.append(f"{breaks} graph breaks, inductor {ref['graph_breaks']}")
-    if frames.get("internal_errors") or frames.get("bypasses"):
-        p.append(f"frame cache: {frames}")
+    if frames.get("internal_errors"):
+        p.append(f"frame cache internal errors: {frames}")
     if h + m + b != graphs:
         p.append(f"{graphs} graphs but {h} hits + {m} misses + {b} bypasses")
     if row["errors"] or row["error_kinds"]:

@@ -74,3 +74,67 @@ def keep_builtins(check_fn_manager: Any, carried: list[Any], output_graph: Any) 
             ):
                 check_fn_manager.used_builtin_vars.add(source.index)
             source = getattr(source, "base", None)
+
+
+# ---- storage sharing between the graph's inputs -------------------------------------------------------------------
+# Dynamo guards no storage sharing between inputs (two views of one tensor and two tensors with the same sizes pass
+# the same guards: in one session backend="inductor" itself reuses the first call's code), but the graph keys do
+# (key schema 2: alias groups), so a fresh trace would find another graph entry. A frame entry therefore carries the
+# partition of its graphs' tensor inputs into storage-sharing groups, and a root guard checks it on every call.
+def storage_partition_guard(builder: Any, output_graph: Any) -> Any:
+    """The guard to add to a frame's serialized guards. Raises content.Unportable."""
+    import torch
+    from torch._dynamo.source import GlobalStateSource
+    from torch._guards import Guard
+
+    names, values = [], []
+    for source in output_graph.input_source_to_sizes_strides:  # the tensors Dynamo made graph inputs of
+        value = builder.get(source)
+        if isinstance(value, torch.Tensor):
+            names.append(source.name)
+            values.append(value)
+    signature = partition_signature(values)
+    if signature is None:
+        raise content.Unportable("a graph input has no storage to compare (a tensor subclass, a sparse tensor)")
+    _compile_sources(tuple(names))  # every name must evaluate again on load
+    return Guard(GlobalStateSource(), functools.partial(aotcache_storage_partition, tuple(names), signature))
+
+
+def partition_signature(values: list[Any]) -> list | None:
+    """The groups of `values` that share a storage, as sorted index lists with each member's storage offset and
+    the storage's size; [] when no two share. None when a value's storage cannot be read."""
+    groups: dict[tuple, list[int]] = {}
+    for i, t in enumerate(values):
+        try:
+            storage = t.untyped_storage()
+            where = (storage.data_ptr(), storage.nbytes(), str(t.device))
+        except Exception:
+            return None
+        groups.setdefault(where, []).append(i)
+    shared = []
+    for where, members in groups.items():
+        if len(members) > 1:
+            shared.append([where[1], [[i, values[i].storage_offset()] for i in members]])
+    return sorted(shared)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile_sources(names: tuple[str, ...]) -> Any:
+    return compile("(" + "".join(f"{n}," for n in names) + ")", "<aotcache storage partition>", "eval")
+
+
+def aotcache_storage_partition(names: tuple[str, ...], signature: list, builder: Any, guard: Any) -> None:
+    """The guard builder's method of the storage-partition guard: a root guard over the frame's locals."""
+    code = _compile_sources(names)
+    scope_globals = builder.scope["G"]
+
+    def check(f_locals: Any) -> bool:
+        try:
+            values = eval(code, {"L": f_locals, "G": scope_globals, "__builtins__": {}})
+        except Exception:
+            return False
+        return partition_signature(list(values)) == signature
+
+    builder.guard_manager.root.add_lambda_guard(
+        check, [f"aotcache storage partition of {len(names)} inputs: {signature}"], None
+    )

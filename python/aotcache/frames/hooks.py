@@ -66,6 +66,7 @@ class _Recording:
     frame: _Frame
     guards_state: bytes | None = None
     output_graph: Any = None
+    output_graph_live: Any = None  # while its guards are built: the storage-partition guard reads its graph inputs
     refused: _Refused | None = None
 
 
@@ -80,6 +81,8 @@ def _log_guards(how: str, code: types.CodeType, guard_set: Any) -> None:
         pairs = set()
         for g in guard_set:
             fn = g.create_fn
+            if isinstance(fn, functools.partial) and fn.func is guards.aotcache_storage_partition:
+                continue  # ours, beyond Dynamo's: a fresh trace has none
             if isinstance(fn, functools.partial) and fn.func is guards.aotcache_content_match:
                 kind = fn.args[0]
             else:
@@ -121,6 +124,7 @@ def install() -> None:
                     return
                 kwargs["save_guards"] = True
                 kwargs["strict_error"] = False
+                rec.output_graph_live = output_graph
                 super().__init__(f_code, output_graph, *args, **kwargs)
                 rec.guards_state = self.guards_state
                 rec.output_graph = output_graph
@@ -131,6 +135,7 @@ def install() -> None:
                 return original_serialize(self, builder, sorted_guards, output_graph)
             try:
                 carried = [guards.portable(builder, g) for g in sorted_guards]
+                carried.append(guards.storage_partition_guard(builder, rec.output_graph_live or output_graph))
                 guards.keep_builtins(self, carried, output_graph)
                 return original_serialize(self, builder, carried, output_graph)
             except Exception as e:  # Dynamo catches PackageError only: the frame traces, unrecorded
@@ -285,10 +290,14 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
     from torch._dynamo.output_graph import get_builtins_dict
     from torch._dynamo.package import load_guard_manager, load_guards_state
     from torch._dynamo.types import GuardedCode, wrap_guarded_code
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
     if not content.sources_unchanged(candidate["sources"]):
         return None, "sources_changed"
-    guards_state = load_guards_state(entry.unb64(candidate["guards"]))
+    # Some sources install a guard when they are built (ImportSource: ID_MATCH on the module), unpickling too: give
+    # them a scratch tracing context. The guard they meant is in the serialized list already, as a content guard.
+    with torch._guards.tracing(torch._guards.TracingContext(FakeTensorMode())):
+        guards_state = load_guards_state(entry.unb64(candidate["guards"]))
     scope = frame.f_globals
     builtins_name = guards_state.output_graph.name_of_builtins_dict_key_in_fglobals
     added_builtins = False
@@ -320,6 +329,13 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
         values[name] = value
     scope.update(values)
     code = _load_code(candidate["code"])
+    # What Dynamo records of each code it makes: the original (recompilation reasons read it) and that it is
+    # generated (a frame of it is never converted again).
+    from torch._dynamo import convert_frame
+    from torch._dynamo.utils import orig_code_map
+
+    orig_code_map[code] = frame.code
+    convert_frame.output_codes.add(code)
     return wrap_guarded_code(GuardedCode(code, guard_manager, compile_id, "Torch-Compiled Region: aotcache frame")), ""
 
 
@@ -481,7 +497,10 @@ def _persist(frame: _Frame, candidate: dict[str, Any], seconds: float) -> None:
             known = []
     elif not found.writable:
         raise _Refused("not_writable", "the frame's key holds an entry this process may not replace")
-    known = [c for c in known if c["code"] != candidate["code"] or c["guards"] != candidate["guards"]]
+    # A candidate with the same code, globals and sources is replaced (its guards failed, or they are Dynamo's guards
+    # for other sizes of the same graphs): the newest serves, the entry does not fill up with twins.
+    same = ("code", "globals", "sources")
+    known = [c for c in known if any(c.get(k) != candidate[k] for k in same)]
     known.append(candidate)
     metadata = {"created_unix": int(time.time()), "payload_kind": entry.KIND, "compile_seconds": float(seconds)}
     frame.tiers.put(frame.key, entry.encode(known), metadata, b"", b"")
