@@ -4,6 +4,7 @@ mode, TTL, and two shards. Skipped only when redis-server is not installed."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -151,3 +152,20 @@ def test_oversized_entries_are_refused_and_counted(run_fresh, tmp_path, redis):
     a = run_fresh("mlp", env=_env(tmp_path, "a", redis.url, AOTCACHE_REMOTE_MAX_ENTRY_SIZE="1K"))
     assert a.stats["misses"] == 1 and a.stats["remote"]["too_large"] == 1 and "puts" not in a.stats["remote"]
     assert redis.cli("DBSIZE") == "0"
+
+
+def test_frame_entries_are_shared_and_signed(run_fresh, tmp_path, redis):
+    """Frame entries travel through the remote tier like graph entries: machine b, with an empty directory, runs
+    the frame without Dynamo tracing it; a machine whose accepted key did not sign them traces and compiles."""
+    env = {"AOTCACHE_FRAMES": "1", "AOTCACHE_SIGNING_KEY": KEY_A}
+    a = run_fresh("mlp", env=_env(tmp_path, "a", redis.url, **env))
+    assert a.stats["frames"].get("recorded", 0) >= 1, a.stats["frames"]
+    b = run_fresh("mlp", env=_env(tmp_path, "b", redis.url, **env))
+    assert b.stats["frames"].get("hits", 0) >= 1 and not b.stats["frames"].get("misses"), b.stats["frames"]
+    assert (b.stats["hits"], b.stats["misses"]) == (1, 0)
+    assert_bitwise_equal(a.tensors, b.tensors)
+    kinds = {e["kind"] for e in json.loads(cli(tmp_path / "b", "ls", "--json"))}
+    assert kinds == {"frame", "graph"}, kinds
+    x = run_fresh("mlp", env=_env(tmp_path, "x", redis.url, AOTCACHE_FRAMES="1", AOTCACHE_SIGNING_KEY=KEY_X))
+    assert not x.stats["frames"].get("hits") and x.stats["hits"] == 0 and x.stats["misses"] == 1, x.stats
+    assert_bitwise_equal(a.tensors, x.tensors)
