@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from aotcache import _core, compiler, counters, settings, single_flight
+from aotcache import compiler, counters, settings, single_flight
 from aotcache.errors import Bypass
 from aotcache.pipeline import compiling, keying, lookup, outcome, persist
 from aotcache.pipeline.request import CompileRequest
-from aotcache.storage.tiered import TieredStore
+from aotcache.storage import opened
 
 log = logging.getLogger("aotcache")
 
@@ -38,10 +37,6 @@ if settings.current().frames or os.environ.get("AOTCACHE_FRAMES_GUARD_LOG"):
     from aotcache import frames as _frames
 
     _frames.enable()
-
-_stores_lock = threading.Lock()
-_stores: dict[tuple, _core.LocalStore] = {}
-_unavailable: set[tuple] = set()
 
 
 class _TorchRaised(Exception):
@@ -60,7 +55,7 @@ def aotcache_backend(
     options: dict[str, Any] | None = None,
 ) -> Callable[..., Any]:
     """Compiles `gm` like backend="inductor", through the cache. Registered as torch.compile(backend="aotcache")."""
-    opts = _inductor_options(mode, options)  # an unknown mode raises here, as it does under backend="inductor"
+    opts = compiler.inductor_options(mode, options)  # an unknown mode raises here, as it does under backend="inductor"
     req: CompileRequest | None = None
     try:
         with counters.batch() as batch:
@@ -95,7 +90,7 @@ def _run(req: CompileRequest, batch: counters.Batch) -> Callable[..., Any]:
     if not cfg.enabled:
         return _bypassed(req, Bypass("disabled", "AOTCACHE_DISABLE is set"))
     req.enter("open_store")
-    req.tiers = _open_tiers(cfg)
+    req.tiers = opened.tiers(cfg)
     batch.store = req.local
     if req.options.get("freezing", torch._inductor.config.freezing):
         return _bypassed(req, Bypass("freezing", "Inductor freezing bakes parameter values into the compiled code"))
@@ -175,41 +170,3 @@ def _plain(req: CompileRequest) -> Callable[..., Any]:
         return compiling.compile_plain(req)
     except Exception as e:
         raise _TorchRaised(e) from e
-
-
-def _open_tiers(cfg: settings.Settings) -> TieredStore | None:
-    local = _open_store(cfg)
-    return TieredStore(local, cfg.remote) if local is not None else None
-
-
-def store_id(cfg: settings.Settings) -> tuple:
-    """What identifies an opened store: its directory and the options it was opened with (eviction, signing keys);
-    the size bound is applied to the open store at each compile."""
-    return (cfg.cache_dir, cfg.eviction, cfg.signing_key, cfg.accepted_keys)
-
-
-def _open_store(cfg: settings.Settings) -> _core.LocalStore | None:
-    """The store of the cache directory, opened once per process and options; None (reported once) when it cannot
-    be used (unusable directory, malformed signing keys: the cache is off rather than unsigned)."""
-    ident = store_id(cfg)
-    with _stores_lock:
-        store = _stores.get(ident)
-        if store is None:
-            try:
-                store = settings.open_store(cfg)
-            except _core.CacheError as e:
-                if ident not in _unavailable:
-                    _unavailable.add(ident)
-                    log.warning("cache directory %s is unusable, compiling without cache: %s", cfg.cache_dir, e)
-                return None
-            _stores[ident] = store
-        store.set_max_size(cfg.max_size)
-        return store
-
-
-def _inductor_options(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
-    opts: dict[str, Any] = {}
-    if mode is not None and mode != "default":
-        opts.update(torch._inductor.list_mode_options(mode))
-    opts.update(options or {})
-    return opts

@@ -106,6 +106,16 @@ def _env_forced_switches_lifted(switches: Sequence[tuple[Any, str]] = _CACHE_SWI
         yield
 
 
+def inductor_options(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
+    """The Inductor options of torch.compile(mode=..., options=...), as backend="inductor" would apply them (an
+    unknown mode raises, as it does there)."""
+    opts: dict[str, Any] = {}
+    if mode is not None and mode != "default":
+        opts.update(torch._inductor.list_mode_options(mode))
+    opts.update(options or {})
+    return opts
+
+
 def compile_serializable(
     gm: torch.fx.GraphModule,
     example_inputs: Sequence[Any],

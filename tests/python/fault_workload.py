@@ -28,11 +28,12 @@ class _Collect(logging.Handler):
 
 def main() -> None:
     if len(sys.argv) > 1:
-        from aotcache import _core, backend, settings
+        from aotcache import _core, settings
+        from aotcache.storage import opened
 
         cfg = settings.current()
         store = _core.LocalStore.open_with_fault(cfg.cache_dir, sys.argv[1], **settings.store_options(cfg))
-        backend._stores[backend.store_id(cfg)] = store
+        opened.install(cfg, store)
     logging.getLogger("aotcache").addHandler(_Collect())
     logging.getLogger("aotcache").setLevel(logging.DEBUG)
     torch.manual_seed(0)

@@ -34,6 +34,7 @@ import torch
 from aotcache import _core, compiler, counters, global_state, isa_probe, kernels, settings
 from aotcache.errors import Bypass
 from aotcache.frames import code_codec, content, entry, guards, tags
+from aotcache.storage import opened
 
 log = logging.getLogger("aotcache")
 
@@ -193,13 +194,14 @@ def _compile_frame(original: Any, signature: inspect.Signature, args: tuple, kwa
 def _backend_options(compiler_fn: Any) -> dict[str, Any] | None:
     """The Inductor options of an aotcache compile (None when `compiler_fn` is not the aotcache backend): the
     backend sits under Dynamo's wrappers (_TorchCompileWrapper holds mode and options)."""
-    from aotcache import backend
-
     mode, options = None, None
     fn = compiler_fn
     for _ in range(8):
-        if fn is backend.aotcache_backend:
-            return backend._inductor_options(mode, options)
+        if (
+            getattr(fn, "__module__", None) == "aotcache.backend"
+            and getattr(fn, "__name__", None) == "aotcache_backend"
+        ):
+            return compiler.inductor_options(mode, options)
         if isinstance(fn, torch._TorchCompileWrapper):
             mode, options = fn.kwargs.get("mode"), fn.kwargs.get("options")
             fn = fn.compiler_fn
@@ -219,9 +221,7 @@ def _frame_of(arguments: dict[str, Any]) -> _Frame | None:
     options = _backend_options(arguments.get("compiler_fn"))
     if options is None:
         return None
-    from aotcache import backend
-
-    tiers = backend._open_tiers(cfg)
+    tiers = opened.tiers(cfg)
     if tiers is None:
         return None
     code, f_globals = arguments["code"], arguments["globals"]
