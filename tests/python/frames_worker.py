@@ -1,6 +1,6 @@
 """One fresh process running frame_cases.py cases under one backend (FRAME_CASES_BACKEND, set by the caller).
 
-usage: frames_worker.py OUT_DIR [--variant] CASE...
+usage: frames_worker.py OUT_DIR [--variant] [--fault key|load|record] CASE...
 
 Writes OUT_DIR/<case>.pt and prints one line per case, `FRAME {json}`: the case's delta of aotcache.stats() (graph
 hits/misses/bypasses and the `frames` counters), how many graphs Dynamo compiled (0 when every frame of the case
@@ -21,9 +21,26 @@ from torch._dynamo.utils import counters
 from stats_delta import delta
 
 
+def _inject(phase: str) -> None:
+    """Makes the frame cache's `phase` raise on every frame (--fault PHASE): Dynamo must trace as if frames were
+    off, the results stay right, and the fault is counted frames.internal_error.<phase>."""
+    from aotcache.frames import hooks
+
+    target = {"key": "_frame_of", "load": "_load", "record": "_record"}[phase]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError(f"injected fault in the frame cache's {phase}")
+
+    setattr(hooks, target, broken)
+
+
 def main() -> int:
     out_dir, args = sys.argv[1], sys.argv[2:]
     variant = "--variant" in args
+    if "--fault" in args:
+        i = args.index("--fault")
+        _inject(args[i + 1])
+        args = args[:i] + args[i + 2 :]
     names = [a for a in args if not a.startswith("--")]
     stats = None
     if frame_cases.CASE_BACKEND == "aotcache":

@@ -30,11 +30,21 @@ from conftest import cli  # noqa: E402
 
 HERE = Path(__file__).parent
 CASES = list(frame_cases.CASES)
+FAULT_PHASES = ("key", "load", "record")
+FAULT_CASES = ["mlp_train", "graph_break", "automatic_dynamic"]
 pytestmark = pytest.mark.timeout(1500)
 
 
 def _run(
-    tmp: Path, name: str, backend: str, helpers: str, cache: Path, variant: bool = False, frames: bool = True
+    tmp: Path,
+    name: str,
+    backend: str,
+    helpers: str,
+    cache: Path,
+    variant: bool = False,
+    frames: bool = True,
+    fault: str | None = None,
+    cases: list[str] = CASES,
 ) -> dict[str, dict]:
     work = tmp / name
     (work / "mod").mkdir(parents=True)
@@ -51,7 +61,8 @@ def _run(
         "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
         "PYTHONHASHSEED": "0",
     }
-    args = [sys.executable, str(HERE / "frames_worker.py"), str(work), *(["--variant"] if variant else []), *CASES]
+    flags = [*(["--variant"] if variant else []), *(["--fault", fault] if fault else [])]
+    args = [sys.executable, str(HERE / "frames_worker.py"), str(work), *flags, *cases]
     proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1200)
     rows = {}
     for line in proc.stdout.splitlines():
@@ -59,7 +70,7 @@ def _run(
             row = json.loads(line[6:])
             row["result"] = work / f"{row['case']}.pt"
             rows[row["case"]] = row
-    assert rows.keys() == set(CASES), (
+    assert rows.keys() == set(cases), (
         f"{name}: worker exited {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-5000:]}"
     )
     return rows
@@ -79,6 +90,15 @@ def passes(tmp_path_factory) -> dict[str, dict[str, dict]]:
         warm_v = pool.submit(_run, tmp, "warm-variant", "aotcache", "v2", cache, True)
         fresh = pool.submit(_run, tmp, "fresh", "aotcache", "v1", cache, False, False)
         out["warm-variant"], out["fresh"] = warm_v.result(), fresh.result()
+        # A fault in each phase of the frame cache, on a copy of the warm cache: traced as if frames were off.
+        faults = {}
+        for phase in FAULT_PHASES:  # a record fault needs a miss: an empty cache
+            if phase != "record":
+                shutil.copytree(cache, tmp / f"cache-{phase}")
+            faults[phase] = pool.submit(
+                _run, tmp, f"fault-{phase}", "aotcache", "v1", tmp / f"cache-{phase}", fault=phase, cases=FAULT_CASES
+            )
+        out["faults"] = {phase: f.result() for phase, f in faults.items()}
     out["cache"] = cache
     out["guard_logs"] = {name: _guard_log(tmp / f"guards-{name}.jsonl") for name in ("warm", "fresh")}
     return out
@@ -106,7 +126,7 @@ def _frames(row: dict) -> dict:
 @pytest.mark.parametrize("case", CASES)
 def test_no_exception(passes, case):
     for name, rows in passes.items():
-        if name in ("cache", "guard_logs"):
+        if name in ("cache", "guard_logs", "faults"):
             continue
         assert "exception" not in rows[case], f"{name}: {rows[case].get('traceback')}"
 
@@ -170,3 +190,14 @@ def test_loaded_guards_are_a_fresh_traces(passes):
     assert len(loaded) >= len(CASES), f"only {len(loaded)} guard sets loaded"
     for r in loaded:
         assert r["guards"] in traced.get(r["code"], []), f"{r['name']}: loaded guards match no fresh trace"
+
+
+@pytest.mark.parametrize("phase", FAULT_PHASES)
+def test_a_fault_in_the_frame_cache_is_contained(passes, phase):
+    for case, row in passes["faults"][phase].items():
+        assert "exception" not in row, row.get("traceback")
+        assert _equal(row["result"], passes["inductor"][case]["result"]), case
+        frames = _frames(row)
+        assert frames.get(f"internal_error.{phase}", 0) >= 1 and not frames.get("hits"), (case, frames)
+        served = row["stats"].get("misses" if phase == "record" else "hits", 0)
+        assert row["graphs"] >= 1 and served >= 1, (case, row["stats"])  # traced; graphs hit (compiled on record)
