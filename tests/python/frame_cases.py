@@ -167,6 +167,16 @@ def storage_sharing(variant: bool) -> dict[str, torch.Tensor]:
     return {"out": out, "base": base1 + base2}
 
 
+def module_hook_added(variant: bool) -> dict[str, torch.Tensor]:
+    # A forward hook on a submodule: Dynamo does not guard hooks by default (skip_nnmodule_hook_guards), and every
+    # module's forward is traced through the same code; a frame recorded without the hook must not serve it.
+    torch.manual_seed(10)
+    model = Mlp()
+    if variant:
+        model.fc1.register_forward_hook(lambda mod, args, output: output * 0.5)
+    return {"out": _compile(model)(torch.randn(3, 16))}
+
+
 CASES = {
     f.__name__: f
     for f in (
@@ -181,6 +191,7 @@ CASES = {
         dynamic_true,
         config_changed,
         storage_sharing,
+        module_hook_added,
     )
 }
 MUST_RETRACE = {

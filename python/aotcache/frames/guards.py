@@ -26,6 +26,11 @@ def portable(builder: Any, guard: Any) -> Any:
     monkeypatched before the call would pass). TYPE_MATCH stays: the type is resolved by its importable name, and
     the code Dynamo inlined from it is checked by its source file."""
     kind = guard.create_fn_name()
+    if kind == "EMPTY_NN_MODULE_HOOKS_DICT":
+        # With skip_nnmodule_hook_guards (torch's default) Dynamo checks nothing here: in one process, a hook added
+        # after the compile is missed (torch documents it unsafe). A frame entry is reused by every later process and
+        # by every module whose forward is the same code: it checks the hooks dict is still empty.
+        return dataclasses.replace(guard, create_fn=functools.partial(aotcache_length_match, len(builder.get(guard))))
     derived = set(guard.guard_types or ())
     if kind not in IDENTITY_GUARDS and kind != "BUILTIN_MATCH" and (kind == "TYPE_MATCH" or not derived & _IDENTITY):
         return guard
@@ -52,6 +57,13 @@ def aotcache_content_match(kind: str, description: tuple, builder: Any, guard: A
     what = " ".join(str(part) for part in description[:3])
     builder.get_guard_manager(guard).add_lambda_guard(
         check, [f"aotcache content match ({kind}) of {guard.name}: {what}"], guard.user_stack
+    )
+
+
+def aotcache_length_match(length: int, builder: Any, guard: Any) -> None:
+    """The guard builder's method of a length guard (a module's hooks dict: empty when recorded)."""
+    builder.get_guard_manager(guard).add_lambda_guard(
+        lambda value: len(value) == length, [f"aotcache len({guard.name}) == {length}"], guard.user_stack
     )
 
 

@@ -86,6 +86,8 @@ def _log_guards(how: str, code: types.CodeType, guard_set: Any) -> None:
                 continue  # ours, beyond Dynamo's: a fresh trace has none
             if isinstance(fn, functools.partial) and fn.func is guards.aotcache_content_match:
                 kind = fn.args[0]
+            elif isinstance(fn, functools.partial) and fn.func is guards.aotcache_length_match:
+                kind = "EMPTY_NN_MODULE_HOOKS_DICT"
             else:
                 kind = g.create_fn_name()
             pairs.add((g.name, kind))
@@ -432,6 +434,7 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
             sources.add(content.source_of(code))
         except content.Unportable as e:
             raise _Refused("inlined_source", str(e)) from None
+    _check_loadable(frame, rec.guards_state)
     candidate = {
         "guards": entry.b64(rec.guards_state),
         "code": _dump_code(_renamed(guarded.code, renames)),
@@ -439,6 +442,20 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
         "sources": sorted([list(s) for s in sources]),
     }
     _persist(frame, candidate, seconds)
+
+
+def _check_loadable(frame: _Frame, guards_state: bytes) -> None:
+    """Rebuilds the guards from their serialized form, as a load would: Dynamo serializes some values it cannot
+    pickle as placeholders (torch's _Missing), and guards built on them fail. Such a frame is not recorded."""
+    from torch._dynamo.package import load_guard_manager, load_guards_state
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    try:
+        with torch._guards.tracing(torch._guards.TracingContext(FakeTensorMode())):
+            state = load_guards_state(guards_state)
+        load_guard_manager(state, frame.code, frame.f_globals)
+    except Exception as e:
+        raise _Refused("guards_unloadable", f"its serialized guards do not rebuild: {type(e).__name__}: {e}") from None
 
 
 def _describe_global(name: str, value: Any, builtins_name: str | None) -> dict[str, Any]:
