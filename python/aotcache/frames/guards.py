@@ -138,7 +138,7 @@ def _compile_sources(names: tuple[str, ...]) -> Any:
 def aotcache_storage_partition(names: tuple[str, ...], signature: list, builder: Any, guard: Any) -> None:
     """The guard builder's method of the storage-partition guard: a root guard over the frame's locals."""
     code = _compile_sources(names)
-    scope_globals = builder.scope["G"]
+    scope_globals = builder.runtime_global_scope  # the module's own globals, not the serialized copy
 
     def check(f_locals: Any) -> bool:
         try:
