@@ -384,8 +384,16 @@ def test_checks_can_fail():
     assert counter_problems(_row(hits=1, bypasses=1, bypass_reasons={"dynamic_shapes": 1}), ref, "warm") == []
     assert counter_problems(_row(internal_errors={"load": 1}), ref, "warm") == ["internal errors {'load': 1}"]
     assert counter_problems(_row(), {"dynamo": {"graphs": 3, "graph_breaks": 1}}, "cold") == [
-        "2 graphs/1 graph breaks, inductor 3/1"
+        "2 graphs, inductor 3"
     ]
+    assert counter_problems(_row(), {"dynamo": {"graphs": 2, "graph_breaks": 0}}, "cold") == [
+        "1 graph breaks, inductor 0"
+    ]
+    # A frame served by the frame cache is not traced: its graphs count through frames.graphs, its breaks are unseen.
+    served = _row(hits=2, dynamo={"graphs": 0, "graph_breaks": 0}, stats={"frames": {"hits": 1, "graphs": 2}})
+    assert counter_problems(served, ref, "warm") == []
+    broken = _row(dynamo={"graphs": 0, "graph_breaks": 0}, stats={"frames": {"hits": 1, "internal_errors": {"x": 1}}})
+    assert counter_problems(broken, ref, "warm")[0] == "0 graphs, inductor 2"
 
 
 def test_bench_summary_arithmetic():
