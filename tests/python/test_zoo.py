@@ -383,9 +383,7 @@ def test_checks_can_fail():
     ]
     assert counter_problems(_row(hits=1, bypasses=1, bypass_reasons={"dynamic_shapes": 1}), ref, "warm") == []
     assert counter_problems(_row(internal_errors={"load": 1}), ref, "warm") == ["internal errors {'load': 1}"]
-    assert counter_problems(_row(), {"dynamo": {"graphs": 3, "graph_breaks": 1}}, "cold") == [
-        "2 graphs, inductor 3"
-    ]
+    assert counter_problems(_row(), {"dynamo": {"graphs": 3, "graph_breaks": 1}}, "cold") == ["2 graphs, inductor 3"]
     assert counter_problems(_row(), {"dynamo": {"graphs": 2, "graph_breaks": 0}}, "cold") == [
         "1 graph breaks, inductor 0"
     ]
