@@ -80,9 +80,20 @@ def _tag(fn: Callable[..., Any], req: CompileRequest) -> None:
     try:
         from aotcache.frames import tags
 
-        tags.tag(fn, req.entry_key, single=compiler.returns_single(req.gm))
+        tags.tag(fn, req.entry_key, single=compiler.returns_single(req.gm), input_sources=_input_sources(req.gm))
     except Exception as e:  # the frame is not recorded; the graph is served as always
         outcome.internal_error(req, e)
+
+
+def _input_sources(gm: torch.fx.GraphModule) -> tuple | None:
+    """Where Dynamo took each graph input from (its sources; Dynamo drops them from the graph after the compile)."""
+    sources = []
+    for node in gm.graph.find_nodes(op="placeholder"):
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        if source is None:
+            return None
+        sources.append(source)
+    return tuple(sources)
 
 
 def _run(req: CompileRequest, batch: counters.Batch) -> Callable[..., Any]:

@@ -177,6 +177,52 @@ def module_hook_added(variant: bool) -> dict[str, torch.Tensor]:
     return {"out": _compile(model)(torch.randn(3, 16))}
 
 
+def _rowsum(x):
+    return x.cos().sum(1)
+
+
+def mark_dynamic_input(variant: bool) -> dict[str, torch.Tensor]:
+    # torch._dynamo.mark_dynamic: Dynamo guards the markings from the tensor it serialized, which lost them; the
+    # entry carries them (without, a marked tensor never hit its frame).
+    fn = _compile(_rowsum)
+    torch.manual_seed(12)
+    out = {}
+    for n in (8, 12):
+        x = torch.randn(n, 5)
+        torch._dynamo.mark_dynamic(x, 0)
+        out[f"n{n}"] = fn(x)
+    return out
+
+
+def _scale_in_place(x):
+    x.mul_(2).add_(1)
+    return x.sum()
+
+
+def view_offsets(variant: bool) -> dict[str, torch.Tensor]:
+    # One graph input, a view mutated in place, at two offsets of its base: Dynamo serves both calls with one graph.
+    # The base is not a graph input; guarding its storage sharing with the view (offsets included) made the second
+    # call trace again and compile.
+    fn = _compile(_scale_in_place)
+    torch.manual_seed(13)
+    base = torch.randn(6, 4)
+    return {"s0": fn(base[::2]), "s1": fn(base[1::2]), "base": base}
+
+
+def _int_arg(x, n: int):
+    return x * n + n
+
+
+def automatic_dynamic_after_hit(variant: bool) -> dict[str, torch.Tensor]:
+    # The variant calls with ints the recording process never saw: after the frame hit for n=2, Dynamo must know n
+    # was 2 (the entry carries its automatic-dynamic state) and trace n=3 symbolic at once, which then serves n=5,
+    # as in a fresh process (2 graphs); without the state it traced a static graph for 3 and a symbolic one for 5.
+    fn = _compile(_int_arg)
+    torch.manual_seed(14)
+    x = torch.randn(4)
+    return {f"n{n}": fn(x, n) for n in ((2, 3, 5) if variant else (2,))}
+
+
 CASES = {
     f.__name__: f
     for f in (
@@ -192,6 +238,9 @@ CASES = {
         config_changed,
         storage_sharing,
         module_hook_added,
+        mark_dynamic_input,
+        view_offsets,
+        automatic_dynamic_after_hit,
     )
 }
 MUST_RETRACE = {

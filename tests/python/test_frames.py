@@ -161,6 +161,15 @@ def test_variant_never_stale(passes, case):
         assert _frames(row).get("misses", 0) >= 1 or row["graphs"] >= 1, _frames(row)
 
 
+def test_automatic_dynamic_state_carried_by_the_frame(passes):
+    """After a frame hit, a new value traces as it would after a trace: symbolic at once (1 graph traced), the same
+    graph count as a fresh process with backend="inductor" (2)."""
+    case = "automatic_dynamic_after_hit"
+    row, ref = passes["warm-variant"][case], passes["inductor-variant"][case]
+    assert ref["graphs"] == 2, ref
+    assert _frames(row).get("hits") == 1 and row["graphs"] == 1, (_frames(row), row["graphs"])
+
+
 def test_variant_changes_the_reference(passes):
     """The variant must change what the MUST_RETRACE cases compute, or the test above proves nothing (the config
     case changes how Dynamo traces, not the result: its check is the retrace)."""

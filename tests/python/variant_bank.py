@@ -490,6 +490,10 @@ class PairResult:
             out.append(f"A must compile and store (misses>=1, nothing else): {_brief(sa)}")
         if sb.get("bypasses") or sb.get("errors"):
             out.append(f"B bypassed or failed: {_brief(sb)}")
+        for label, st in (("A", sa), ("B", sb)):
+            internal = {k: v for k, v in (st.get("frames") or {}).items() if k.startswith("internal_error")}
+            if internal:
+                out.append(f"{label}: frame cache internal errors {internal}")
         want = self.case.expected
         if want == "hit" and (sb.get("hits"), sb.get("misses")) != (1, 0):
             out.append(f"B must hit (hits==1, misses==0): {_brief(sb)}")
@@ -507,8 +511,8 @@ class PairResult:
 
 
 def _brief(stats: dict) -> str:
-    keys = ("hits", "misses", "bypasses", "errors", "bypass_reasons", "error_kinds")
-    return json.dumps({k: stats.get(k) for k in keys})
+    keys = ("hits", "misses", "bypasses", "errors", "bypass_reasons", "error_kinds", "frames")
+    return json.dumps({k: stats.get(k) for k in keys if k in stats})
 
 
 def eager_difference(tensors: dict) -> float:
@@ -577,6 +581,8 @@ def _side_env(side: str, pair_dir: Path, inductor_dir: Path) -> dict[str, str]:
     env = _base_env()
     if side == "aotcache":
         env.update({"AOTCACHE_DIR": str(pair_dir / "aotcache"), "TORCHINDUCTOR_CACHE_DIR": str(inductor_dir)})
+        if "AOTCACHE_FRAMES" in os.environ:  # the bank runs with the frame cache off and on (make test does both)
+            env["AOTCACHE_FRAMES"] = os.environ["AOTCACHE_FRAMES"]
     else:
         env.update(
             {

@@ -93,18 +93,30 @@ def keep_builtins(check_fn_manager: Any, carried: list[Any], output_graph: Any) 
 # the same guards: in one session backend="inductor" itself reuses the first call's code), but the graph keys do
 # (key schema 2: alias groups), so a fresh trace would find another graph entry. A frame entry therefore carries the
 # partition of its graphs' tensor inputs into storage-sharing groups, and a root guard checks it on every call.
-def storage_partition_guard(builder: Any, output_graph: Any) -> Any:
+def storage_partition_guard(builder: Any, output_graph: Any, f_globals: dict[str, Any]) -> Any:
     """The guard to add to a frame's serialized guards. Raises content.Unportable."""
     import torch
+    from torch._dynamo.eval_frame import innermost_fn
     from torch._dynamo.source import GlobalStateSource
     from torch._guards import Guard
 
+    from aotcache.frames import tags
+
     names, values = [], []
-    for source in output_graph.input_source_to_sizes_strides:  # the tensors Dynamo made graph inputs of
-        value = builder.get(source)
-        if isinstance(value, torch.Tensor):
-            names.append(source.name)
-            values.append(value)
+    for name in sorted(getattr(output_graph, "installed_globals", ())):
+        fn = f_globals.get(name)
+        if not name.startswith("__compiled_fn") or not callable(fn):
+            continue
+        if tags.lookup(innermost_fn(fn)) is None:
+            continue  # not a graph entry of aotcache's: the frame is not recorded (graph_not_cached)
+        sources = tags.input_sources(innermost_fn(fn))
+        if sources is None:
+            raise content.Unportable(f"the inputs of graph {name} are not known")
+        for source in sources:  # the graph's placeholders (not every tensor Dynamo wrapped: a view's base is not one)
+            value = builder.get(source)
+            if isinstance(value, torch.Tensor) and source.name not in names:
+                names.append(source.name)
+                values.append(value)
     signature = partition_signature(values)
     if signature is None:
         raise content.Unportable("a graph input has no storage to compare (a tensor subclass, a sparse tensor)")
@@ -150,3 +162,63 @@ def aotcache_storage_partition(names: tuple[str, ...], signature: list, builder:
     builder.guard_manager.root.add_lambda_guard(
         check, [f"aotcache storage partition of {len(names)} inputs: {signature}"], None
     )
+
+
+# ---- dimension markings (torch._dynamo.mark_dynamic and friends) ------------------------------------------------------
+# Dynamo guards a tensor's markings (DIMENSION_DYNAMIC_MARKING_GUARD: a call's markings must be a subset of the
+# compiled ones), but builds that guard from the tensor it serialized, which has lost them: rebuilt as is, the guard
+# would say "never marked", and a marked tensor would never hit. The entry carries each guarded tensor's markings;
+# they are put back on the serialized tensors before the guards are rebuilt.
+MARKING_ATTRS = (
+    "_dynamo_dynamic_indices",
+    "_dynamo_weak_dynamic_indices",
+    "_dynamo_unbacked_indices",
+    "_dynamo_strict_unbacked_indices",
+    "_dynamo_static_indices",
+)
+
+
+def dimension_markings(builder: Any, sorted_guards: Any) -> dict[str, dict[str, list[int]]]:
+    """{source name: {marking attribute: sorted dims}} of every tensor a TENSOR_MATCH guard checks and that is
+    marked. Raises content.Unportable for markings with dependent state (unbacked shape ids and bounds)."""
+    import torch
+
+    out: dict[str, dict[str, list[int]]] = {}
+    for guard in sorted_guards:
+        if guard.create_fn_name() != "TENSOR_MATCH":
+            continue
+        value = builder.get(guard)
+        if not isinstance(value, torch.Tensor):
+            continue
+        if hasattr(value, "_dynamo_shape_ids") or hasattr(value, "_dynamo_unbacked_bounds"):
+            raise content.Unportable(f"{guard.name} carries unbacked-dimension state")
+        marks = {}
+        for attr in MARKING_ATTRS:
+            if hasattr(value, attr):
+                dims = getattr(value, attr)
+                if not all(type(d) is int for d in dims):
+                    raise content.Unportable(f"{guard.name}.{attr} holds {dims!r}")
+                marks[attr] = sorted(dims)
+        if marks:
+            out[guard.name] = marks
+    return out
+
+
+def restore_markings(guards_state: Any, markings: dict[str, dict[str, list[int]]]) -> None:
+    """Puts `markings` back on the tensors of an unpickled guards state. ValueError when a name does not evaluate to
+    a tensor there or a marking is malformed."""
+    import torch
+
+    og = guards_state.output_graph
+    scope = {"L": og.local_scope, "G": og.global_scope, "__builtins__": {}}
+    for name, marks in markings.items():
+        try:
+            value = eval(_compile_sources((name,)), scope)[0]
+        except Exception as e:
+            raise ValueError(f"marked tensor {name} not in the serialized scope: {e}") from None
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"marked {name} is not a tensor")
+        for attr, dims in marks.items():
+            if attr not in MARKING_ATTRS or not all(type(d) is int for d in dims):
+                raise ValueError(f"bad marking {attr}={dims!r} of {name}")
+            setattr(value, attr, set(dims))

@@ -33,7 +33,7 @@ import torch
 
 from aotcache import _core, compiler, counters, global_state, isa_probe, kernels, settings
 from aotcache.errors import Bypass
-from aotcache.frames import code_codec, content, entry, guards, tags
+from aotcache.frames import code_codec, content, dynamic_state, entry, guards, tags
 from aotcache.storage import opened
 
 log = logging.getLogger("aotcache")
@@ -57,6 +57,7 @@ class _Frame:
     code: types.CodeType
     f_globals: dict[str, Any]
     f_locals: dict[str, Any]
+    closure: tuple | None
     cfg: settings.Settings
     tiers: Any  # storage.tiered.TieredStore
     key: _core.CacheKey
@@ -67,6 +68,7 @@ class _Recording:
     frame: _Frame
     guards_state: bytes | None = None
     output_graph: Any = None
+    markings: dict[str, Any] = dataclasses.field(default_factory=dict)  # mark_dynamic & co of the guarded tensors
     output_graph_live: Any = None  # while its guards are built: the storage-partition guard reads its graph inputs
     refused: _Refused | None = None
 
@@ -138,7 +140,9 @@ def install() -> None:
                 return original_serialize(self, builder, sorted_guards, output_graph)
             try:
                 carried = [guards.portable(builder, g) for g in sorted_guards]
-                carried.append(guards.storage_partition_guard(builder, rec.output_graph_live or output_graph))
+                live = rec.output_graph_live or output_graph
+                carried.append(guards.storage_partition_guard(builder, live, rec.frame.f_globals))
+                rec.markings = guards.dimension_markings(builder, sorted_guards)
                 guards.keep_builtins(self, carried, output_graph)
                 return original_serialize(self, builder, carried, output_graph)
             except Exception as e:  # Dynamo catches PackageError only: the frame traces, unrecorded
@@ -251,7 +255,7 @@ def _frame_of(arguments: dict[str, Any]) -> _Frame | None:
         environment,
         global_state.user_state(cfg.salt),
     )
-    return _Frame(code, f_globals, arguments["locals"], cfg, tiers, key)
+    return _Frame(code, f_globals, arguments["locals"], arguments.get("closure"), cfg, tiers, key)
 
 
 # ---- load -----------------------------------------------------------------------------------------------------------
@@ -270,7 +274,9 @@ def _load(frame: _Frame, compile_id: Any) -> Any:
         return None
     candidates = entry.decode(found.payload)
     reasons = []
-    for candidate in reversed(candidates):  # newest first
+    # Oldest first: a process that makes the same calls as the one that recorded the frames gets the same frames in
+    # the same order (a static graph before the symbolic one that followed it), so the same results, bit for bit.
+    for candidate in candidates:
         result, reason = _try_candidate(frame, candidate, compile_id)
         if result is not None:
             graphs = sum(1 for spec in candidate["globals"].values() if spec["kind"] == "graph")
@@ -300,6 +306,7 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
     # them a scratch tracing context. The guard they meant is in the serialized list already, as a content guard.
     with torch._guards.tracing(torch._guards.TracingContext(FakeTensorMode())):
         guards_state = load_guards_state(entry.unb64(candidate["guards"]))
+    guards.restore_markings(guards_state, candidate.get("markings", {}))
     scope = frame.f_globals
     builtins_name = guards_state.output_graph.name_of_builtins_dict_key_in_fglobals
     added_builtins = False
@@ -329,6 +336,7 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
         if value is None:
             return None, "graph_evicted"
         values[name] = value
+    automatic_dynamic = dynamic_state.decode(candidate.get("automatic_dynamic", {}))
     scope.update(values)
     code = _load_code(candidate["code"])
     # What Dynamo records of each code it makes: the original (recompilation reasons read it) and that it is
@@ -338,6 +346,7 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
 
     orig_code_map[code] = frame.code
     convert_frame.output_codes.add(code)
+    dynamic_state.merge(frame.code, frame.closure, automatic_dynamic)
     return wrap_guarded_code(GuardedCode(code, guard_manager, compile_id, "Torch-Compiled Region: aotcache frame")), ""
 
 
@@ -434,28 +443,36 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
             sources.add(content.source_of(code))
         except content.Unportable as e:
             raise _Refused("inlined_source", str(e)) from None
-    _check_loadable(frame, rec.guards_state)
+    _check_loadable(frame, rec.guards_state, rec.markings)
     candidate = {
         "guards": entry.b64(rec.guards_state),
         "code": _dump_code(_renamed(guarded.code, renames)),
         "globals": specs,
         "sources": sorted([list(s) for s in sources]),
+        "automatic_dynamic": dynamic_state.snapshot(frame.code, frame.closure),
+        "markings": rec.markings,
     }
     _persist(frame, candidate, seconds)
 
 
-def _check_loadable(frame: _Frame, guards_state: bytes) -> None:
-    """Rebuilds the guards from their serialized form, as a load would: Dynamo serializes some values it cannot
-    pickle as placeholders (torch's _Missing), and guards built on them fail. Such a frame is not recorded."""
+def _check_loadable(frame: _Frame, guards_state: bytes, markings: dict[str, Any]) -> None:
+    """Rebuilds the guards from their serialized form, as a load would, and checks them on the call just traced:
+    Dynamo serializes some values it cannot pickle as placeholders (torch's _Missing), and guards built on them
+    fail; a guard rebuilt from a serialized value that lost something the guard reads (a tensor's dimension
+    markings, say) would reject the very call it was traced for. Such a frame is not recorded."""
     from torch._dynamo.package import load_guard_manager, load_guards_state
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     try:
         with torch._guards.tracing(torch._guards.TracingContext(FakeTensorMode())):
             state = load_guards_state(guards_state)
-        load_guard_manager(state, frame.code, frame.f_globals)
+        guards.restore_markings(state, markings)
+        manager = load_guard_manager(state, frame.code, frame.f_globals)
     except Exception as e:
         raise _Refused("guards_unloadable", f"its serialized guards do not rebuild: {type(e).__name__}: {e}") from None
+    if not manager.check(frame.f_locals):
+        failed = manager.check_verbose(frame.f_locals).verbose_code_parts
+        raise _Refused("guards_reject_call", f"its rebuilt guards reject the call traced: {failed}")
 
 
 def _describe_global(name: str, value: Any, builtins_name: str | None) -> dict[str, Any]:

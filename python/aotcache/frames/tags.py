@@ -8,17 +8,30 @@ import threading
 from typing import Any
 
 _lock = threading.Lock()
-_tags: dict[int, tuple[Any, dict[str, Any]]] = {}
+_tags: dict[int, tuple[Any, dict[str, Any], tuple | None]] = {}
 
 
-def tag(fn: Any, entry_key: str, single: bool) -> None:
-    """Remember that `fn` is the artifact of entry `entry_key` (`single`: unwrapped from a 1-tuple). Holds `fn`, so
+def tag(fn: Any, entry_key: str, single: bool, input_sources: tuple | None = None) -> None:
+    """Remember that `fn` is the artifact of entry `entry_key` (`single`: unwrapped from a 1-tuple), compiled from a
+    graph whose placeholders Dynamo bound to `input_sources` (its Source objects; None when unknown). Holds `fn`, so
     its id is not reused while the tag lives (Dynamo holds it as long anyway)."""
     with _lock:
-        _tags[id(fn)] = (fn, {"key": entry_key, "single": bool(single)})
+        _tags[id(fn)] = (fn, {"key": entry_key, "single": bool(single)}, input_sources)
+
+
+def _found(fn: Any) -> tuple[Any, dict[str, Any], tuple | None] | None:
+    with _lock:
+        found = _tags.get(id(fn))
+    return found if found is not None and found[0] is fn else None
 
 
 def lookup(fn: Any) -> dict[str, Any] | None:
-    with _lock:
-        found = _tags.get(id(fn))
-    return dict(found[1]) if found is not None and found[0] is fn else None
+    """What a frame entry records of the graph `fn` is the artifact of (its entry key and output shape)."""
+    found = _found(fn)
+    return dict(found[1]) if found is not None else None
+
+
+def input_sources(fn: Any) -> tuple | None:
+    """The sources of the graph inputs of `fn` (this process only), or None when unknown."""
+    found = _found(fn)
+    return found[2] if found is not None else None
