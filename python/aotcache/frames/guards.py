@@ -164,7 +164,7 @@ def aotcache_storage_partition(names: tuple[str, ...], signature: list, builder:
     )
 
 
-# ---- dimension markings (torch._dynamo.mark_dynamic and friends) ------------------------------------------------------
+# ---- dimension markings (torch._dynamo.mark_dynamic and friends) ----------------------------------------------------
 # Dynamo guards a tensor's markings (DIMENSION_DYNAMIC_MARKING_GUARD: a call's markings must be a subset of the
 # compiled ones), but builds that guard from the tensor it serialized, which has lost them: rebuilt as is, the guard
 # would say "never marked", and a marked tensor would never hit. The entry carries each guarded tensor's markings;
