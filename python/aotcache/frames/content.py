@@ -12,6 +12,7 @@ import functools
 import hashlib
 import importlib
 import inspect
+import itertools
 import marshal
 import os
 import sys
@@ -261,3 +262,52 @@ def matches(description: tuple, value: Any) -> bool:
         except Exception:
             return False
     return False
+
+
+# ---- what a frame's closure holds, by kind (a part of the frame key) ------------------------------------------------
+def closure_kinds(closure: tuple | None) -> list[str]:
+    """A stable description of the kind of each closure cell's content: a module by its class and structure
+    (submodule classes, parameter and buffer shapes and dtypes), a function by its qualified name, anything else by
+    its type. It splits frame entries, not trust: a frame of one code (torch's own wrapper of every compiled
+    nn.Module, say) gets one entry per model instead of one entry whose candidates every model evicts. The guards
+    still check every value."""
+    out = []
+    for cell in closure or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            out.append("<empty cell>")
+            continue
+        out.append(_kind(value))
+    return out
+
+
+def _type_name(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, torch.nn.Module):
+        return f"module {_type_name(type(value))} {_module_structure(value)}"
+    if isinstance(value, types.MethodType):
+        owner = value.__self__
+        what = _module_structure(owner) if isinstance(owner, torch.nn.Module) else ""
+        return f"method {_type_name(type(owner))}.{value.__func__.__name__} {what}".rstrip()
+    if isinstance(value, types.FunctionType):
+        return f"function {value.__module__}.{value.__qualname__}"
+    return f"value {_type_name(type(value))}"
+
+
+def _module_structure(module: torch.nn.Module) -> str:
+    """Digest of a module's submodule classes and its parameters' and buffers' names, shapes and dtypes."""
+    h = hashlib.sha256()
+    try:
+        for name, sub in module.named_modules(remove_duplicate=False):
+            h.update(f"m {name} {_type_name(type(sub))}\n".encode())
+        for name, t in itertools.chain(
+            module.named_parameters(remove_duplicate=False), module.named_buffers(remove_duplicate=False)
+        ):
+            h.update(f"t {name} {tuple(t.shape)} {t.dtype}\n".encode())
+    except Exception as e:  # a module whose traversal raises: its class alone (the guards decide)
+        return f"<structure unreadable: {type(e).__name__}>"
+    return h.hexdigest()[:16]

@@ -26,7 +26,7 @@ from typing import Any
 
 KIND = "aotcache.frame"
 FORMAT = 1
-MAX_CANDIDATES = 8
+MAX_CANDIDATES = 16
 
 
 def encode(candidates: list[dict[str, Any]]) -> bytes:

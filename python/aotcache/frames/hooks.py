@@ -244,6 +244,7 @@ def _frame_of(arguments: dict[str, Any]) -> _Frame | None:
         return None
     config["frame"] = global_state.frame_config()
     config["frame"]["one_graph"] = bool(arguments.get("one_graph"))
+    config["frame"]["closure"] = content.closure_kinds(arguments.get("closure"))
     with isa_probe.remembered(cfg.cache_dir, cfg.isa_probe_memo) as probe:
         environment = global_state.environment()
     if probe.counters():
