@@ -11,8 +11,11 @@ through the remote tier), with metadata `payload_kind` = KIND. Its payload is UT
                       | {"kind": "function", "code": base64 marshal}         a resume function
                       | {"kind": "module", "name": module}                   an import alias
                       | {"kind": "builtins"}},                               Dynamo's builtins dict
-      "sources": [[module, sha256 of its source file], ...]                  every module Dynamo inlined code from
+      "sources": [[module, sha256 of its source file], ...],                 every module Dynamo inlined code from
+      "markings": {source name: {marking attribute: [dim, ...]}},            guarded tensors' mark_dynamic & co.
+      "automatic_dynamic": {source name: state},                             dynamic_state.py
     }
+    A load tries the candidates oldest first.
 
 Unmarshalling and unpickling happen only after the store verified the entry (checksum, and signature when a key is
 set): a frame entry carries executable bytecode.

@@ -1,0 +1,125 @@
+"""The frame entry payload's parts that aotcache encodes itself (docs/frame-entry-format.md §1-§2), in one process:
+golden encodings, round trips, and malformed input refused with ValueError (a verified entry that does not decode is
+an internal error of the load: the frame traces)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch._dynamo import pgo
+
+from aotcache.frames import content, dynamic_state, entry, guards
+
+# States as Dynamo leaves them after tracing a (4, 8) then a (6, 8) tensor, an int 2 then 3, a float 2.5; and a
+# stride Dynamo infers from the next dimension.
+GOLDEN_STATE = {
+    "L['n']": {"excluded_scalar": 2, "excluded_sizes": None, "scalar": "?", "size": "?", "stride": "?"},
+    "L['s']": {"excluded_scalar": None, "excluded_sizes": None, "scalar": 2.5, "size": "?", "stride": "?"},
+    "L['x']": {"excluded_scalar": None, "excluded_sizes": [4, 8], "scalar": "?", "size": ["?", 8], "stride": [8, 1]},
+    "L['y']": {
+        "excluded_scalar": None,
+        "excluded_sizes": None,
+        "scalar": None,
+        "size": ["?", 8],
+        "stride": [{"infer": 1}, 1],
+    },
+}
+
+
+def _entries() -> dict:
+    x = pgo.FrameStateSizeEntry.make_tensor((4, 8), (8, 1))
+    x |= pgo.FrameStateSizeEntry.make_tensor((6, 8), (8, 1))
+    n = pgo.FrameStateSizeEntry.make_scalar(2)
+    n |= pgo.FrameStateSizeEntry.make_scalar(3)
+    y = pgo.FrameStateSizeEntry(size=(pgo.auto_dynamic, 8), stride=(pgo.InferStride(1), 1))
+    return {"L['n']": n, "L['s']": pgo.FrameStateSizeEntry.make_scalar(2.5), "L['x']": x, "L['y']": y}
+
+
+def test_automatic_dynamic_state_golden_and_round_trip():
+    encoded = {name: dynamic_state.encode_entry(e) for name, e in _entries().items()}
+    assert json.loads(json.dumps(encoded, sort_keys=True)) == GOLDEN_STATE
+    decoded = dynamic_state.decode(json.loads(json.dumps(GOLDEN_STATE)))
+    for name, e in _entries().items():
+        d = decoded[name]
+        assert (d.scalar, d.size, d.stride, d.excluded_sizes, d.excluded_scalar) == (
+            e.scalar,
+            e.size,
+            e.stride,
+            e.excluded_sizes,
+            e.excluded_scalar,
+        ), name
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        {"L['x']": {"scalar": "dynamic", "size": None, "stride": None}},
+        {"L['x']": {"scalar": None, "size": [[1]], "stride": None}},
+        {"L['x']": {"scalar": None, "size": None, "stride": [{"infer": "1"}]}},
+        {"L['x']": {"scalar": None, "size": None, "stride": None, "excluded_sizes": [1.5]}},
+        {"L['x']": {"scalar": None, "size": None}},
+    ],
+)
+def test_malformed_automatic_dynamic_state_is_refused(bad):
+    with pytest.raises((ValueError, KeyError)):
+        dynamic_state.decode(bad)
+
+
+def test_merge_joins_like_a_trace():
+    """Merging the state recorded for n=2 into a process that then sees n=3 makes n dynamic, as two traces would."""
+
+    def f(x, n):
+        return x * n
+
+    code = f.__code__
+    state = pgo.get_code_state()[pgo.CodeId.make(code, None)]
+    state.automatic_dynamic.clear()
+    dynamic_state.merge(code, None, {"L['n']": pgo.FrameStateSizeEntry.make_scalar(2)})
+    assert state.automatic_dynamic["L['n']"].scalar == 2
+    dynamic_state.merge(code, None, {"L['n']": pgo.FrameStateSizeEntry.make_scalar(3)})
+    assert state.automatic_dynamic["L['n']"].scalar is pgo.auto_dynamic
+    assert dynamic_state.snapshot(code, None)["L['n']"]["scalar"] == "?"
+
+
+def test_markings_restored_on_the_serialized_tensors():
+    class OG:
+        local_scope = {"x": torch.empty(2, 3, device="meta")}
+        global_scope: dict = {}
+
+    class State:
+        output_graph = OG()
+
+    guards.restore_markings(State(), {"L['x']": {"_dynamo_dynamic_indices": [0, 1]}})
+    assert OG.local_scope["x"]._dynamo_dynamic_indices == {0, 1}
+    with pytest.raises(ValueError, match="bad marking"):
+        guards.restore_markings(State(), {"L['x']": {"_dynamo_something": [0]}})
+    with pytest.raises(ValueError, match="not in the serialized scope"):
+        guards.restore_markings(State(), {"L['y']": {"_dynamo_dynamic_indices": [0]}})
+
+
+def test_closure_kinds_split_models_not_values():
+    def cell(value):
+        return (lambda: value).__closure__[0]
+
+    def cells(*values):
+        return tuple(cell(v) for v in values)
+
+    a, b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    wide = torch.nn.Linear(4, 8)
+    # Same class and structure: one entry (weights differ; the guards check values).
+    assert content.closure_kinds(cells(a)) == content.closure_kinds(cells(b))
+    assert content.closure_kinds(cells(a)) != content.closure_kinds(cells(wide))
+    assert content.closure_kinds(cells(a)) != content.closure_kinds(cells(torch.nn.Sequential(a)))
+    assert content.closure_kinds(cells(1.0)) == content.closure_kinds(cells(2.0)) == ["value builtins.float"]
+    assert content.closure_kinds(cells(len)) == ["value builtins.builtin_function_or_method"]
+    assert content.closure_kinds(None) == []
+
+
+def test_payload_keeps_the_newest_candidates():
+    candidates = [{"n": i} for i in range(entry.MAX_CANDIDATES + 3)]
+    assert entry.decode(entry.encode(candidates)) == candidates[3:]
+    with pytest.raises(ValueError):
+        entry.decode(b'{"format": 2, "candidates": []}')
