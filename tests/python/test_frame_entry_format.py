@@ -123,3 +123,58 @@ def test_payload_keeps_the_newest_candidates():
     assert entry.decode(entry.encode(candidates)) == candidates[3:]
     with pytest.raises(ValueError):
         entry.decode(b'{"format": 2, "candidates": []}')
+
+
+class PlainConfig:
+    def __init__(self, width: int, activation: str = "gelu") -> None:
+        self.width, self.activation = width, activation
+
+
+class CustomPickled(PlainConfig):
+    def __reduce__(self):
+        return (PlainConfig, (1,))
+
+
+def test_plain_objects_described_by_state():
+    """Dynamo guards a model's config object by identity; in another process the same config is one of the same
+    class with equal attributes, and nothing else."""
+    d = content.describe(PlainConfig(64))
+    assert d[0] == "state" and content.matches(d, PlainConfig(64))
+    assert not content.matches(d, PlainConfig(65))
+    assert not content.matches(d, PlainConfig(64, activation="relu"))
+    assert not content.matches(d, CustomPickled(64))
+    with pytest.raises(content.Unportable):
+        content.describe(CustomPickled(64))  # its pickle does not show its state
+    d = content.describe(10**30)  # not interned: another process's equal int is another object
+    assert content.matches(d, int("1" + "0" * 30)) and not content.matches(d, 10**30 + 1)
+    assert not content.matches(d, float(10**30))
+    d = content.describe({"b": 1, "a": [2.5]})
+    assert content.matches(d, {"a": [2.5], "b": 1}) and not content.matches(d, {"a": [2.5], "b": 2})
+
+
+def test_wrapped_function_pickled_by_its_decorated_name():
+    reduced = guards.reduce_wrapped_function(_undecorated)
+    assert reduced is not None and reduced[1][2] == 1
+    assert reduced[0](*reduced[1]) is _undecorated
+    assert guards.reduce_wrapped_function(decorated) is None  # importable as it is: Dynamo's own pickling
+    module, qualname, depth, _ = reduced[1]
+    with pytest.raises(ValueError, match="not the function recorded"):
+        guards.unpickle_wrapped_function(module, qualname, depth, "0" * 64)
+
+
+def _decorate(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def decorated(x):
+    return x + 1
+
+
+_undecorated = decorated
+decorated = _decorate(decorated)

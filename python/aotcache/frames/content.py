@@ -15,6 +15,7 @@ import inspect
 import itertools
 import marshal
 import os
+import pickle
 import sys
 import types
 from typing import Any
@@ -194,13 +195,48 @@ def describe(value: Any) -> tuple:
         return ("torch", type(value).__name__, str(value))
     if value is None or isinstance(value, (bool, type(Ellipsis), type(NotImplemented))):
         return ("constant", repr(value))
+    if type(value) in _IMMUTABLE_SCALARS:  # identity of an immutable value: its value (small ints are interned)
+        return ("scalar", type(value).__name__, repr(value))
     for module, qualname in _importable_names(value):
         try:
             if _resolve(module, qualname) is value:
                 return ("named", module, qualname)
         except Exception:
             continue
+    state = _state_digest(value)
+    if state is not None:
+        return ("state", type(value).__module__, type(value).__qualname__, state)
     raise Unportable(f"a {type(value).__qualname__} guarded by identity ({value!r:.80})")
+
+
+_IMMUTABLE_SCALARS = (int, float, complex, str, bytes)
+_DEFAULT_PICKLING = ("__reduce__", "__reduce_ex__", "__getstate__")
+
+
+def _state_digest(value: Any) -> str | None:
+    """For a plain object (an instance of an importable class that pickles the default way: its __dict__, no slots):
+    SHA-256 over the pickle of its attributes, sorted by name; for a dict, over its items, sorted by key. Dynamo
+    guards some such objects by identity (a model's configuration object, its __dict__); in another process the
+    same object is one of the same class with the same state. None when the object is not plain or its state does
+    not pickle."""
+    t = type(value)
+    if t is dict:  # an object's attribute dict (its config's __dict__, say): by its items
+        try:
+            return hashlib.sha256(pickle.dumps(sorted(value.items()), protocol=4)).hexdigest()
+        except Exception:
+            return None
+    if isinstance(value, type) or not hasattr(value, "__dict__") or "<locals>" in t.__qualname__:
+        return None
+    if any(getattr(t, name, None) is not getattr(object, name) for name in _DEFAULT_PICKLING):
+        return None
+    if any(getattr(k, "__slots__", None) for k in t.__mro__):
+        return None
+    try:
+        if _resolve(t.__module__, t.__qualname__) is not t:
+            return None
+        return hashlib.sha256(pickle.dumps(sorted(vars(value).items()), protocol=4)).hexdigest()
+    except Exception:
+        return None
 
 
 def _importable_names(value: Any) -> list[tuple[str, str]]:
@@ -261,6 +297,19 @@ def matches(description: tuple, value: Any) -> bool:
             return _named(description[1], description[2]) is value
         except Exception:
             return False
+    if kind == "scalar":
+        return (
+            type(value).__name__ == description[1]
+            and type(value) in _IMMUTABLE_SCALARS
+            and repr(value) == description[2]
+        )
+    if kind == "state":
+        t = type(value)
+        return (
+            t.__module__ == description[1]
+            and t.__qualname__ == description[2]
+            and _state_digest(value) == description[3]
+        )
     return False
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
+import inspect
+import sys
 from typing import Any
 
 from aotcache.frames import content
@@ -55,9 +58,23 @@ def aotcache_content_match(kind: str, description: tuple, builder: Any, guard: A
         return False
 
     what = " ".join(str(part) for part in description[:3])
-    builder.get_guard_manager(guard).add_lambda_guard(
-        check, [f"aotcache content match ({kind}) of {guard.name}: {what}"], guard.user_stack
-    )
+    parts = [f"aotcache content match ({kind}) of {guard.name}: {what}"]
+    if description[0] == "state" and description[1:3] == ("builtins", "dict"):
+        # Dynamo's dict guard managers take no leaf guard but its own identity match: a root guard that reads the
+        # dict through its source name instead.
+        code = _compile_sources((guard.name,))
+        scope_globals = builder.runtime_global_scope
+
+        def check_root(f_locals: Any) -> bool:
+            try:
+                value = eval(code, {"L": f_locals, "G": scope_globals, "__builtins__": {}})[0]
+            except Exception:
+                return False
+            return check(value)
+
+        builder.guard_manager.root.add_lambda_guard(check_root, parts, guard.user_stack)
+        return
+    builder.get_guard_manager(guard).add_lambda_guard(check, parts, guard.user_stack)
 
 
 def aotcache_length_match(length: int, builder: Any, guard: Any) -> None:
@@ -222,3 +239,47 @@ def restore_markings(guards_state: Any, markings: dict[str, dict[str, list[int]]
             if attr not in MARKING_ATTRS or not all(type(d) is int for d in dims):
                 raise ValueError(f"bad marking {attr}={dims!r} of {name}")
             setattr(value, attr, set(dims))
+
+
+# ---- functions Dynamo's pickler cannot name -------------------------------------------------------------------
+# Dynamo pickles a function by its module and qualified name, and serializes it as a placeholder (_Missing) when that
+# name gives another object: the undecorated function under a decorator that uses functools.wraps (Hugging Face's
+# `can_return_tuple` wraps every model's forward, and the wrapper's frame holds the original in its closure). The
+# guards read it (its defaults' length), so the frame's guards would not rebuild. Such a function is named by the
+# decorated one's name and the number of `__wrapped__` steps to it, and checked by its code digest on load.
+MAX_WRAPPED_DEPTH = 8
+
+
+def reduce_wrapped_function(obj: Any) -> tuple | None:
+    """A pickle reduction of `obj` when it is a function reached from its importable name through `__wrapped__`;
+    None when Dynamo names it itself or it is not such a function."""
+    if not inspect.isfunction(obj) or "<locals>" in obj.__qualname__:
+        return None
+    found: Any = sys.modules.get(obj.__module__)
+    if found is None:
+        return None
+    for part in obj.__qualname__.split("."):
+        found = getattr(found, part, None)
+    if found is obj or found is None:
+        return None
+    for depth in range(1, MAX_WRAPPED_DEPTH + 1):
+        found = getattr(found, "__wrapped__", None)
+        if found is None:
+            return None
+        if found is obj:
+            digest = content.code_digest(obj.__code__)
+            return unpickle_wrapped_function, (obj.__module__, obj.__qualname__, depth, digest)
+    return None
+
+
+def unpickle_wrapped_function(module: str, qualname: str, depth: int, digest: str) -> Any:
+    """The function `depth` `__wrapped__` steps under `module.qualname`, if its code has `digest`; else ValueError
+    (the guards do not rebuild: the frame is traced)."""
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    for _ in range(depth):
+        found = found.__wrapped__
+    if not inspect.isfunction(found) or content.code_digest(found.__code__) != digest:
+        raise ValueError(f"{module}.{qualname} (unwrapped {depth}x) is not the function recorded")
+    return found

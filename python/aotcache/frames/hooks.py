@@ -8,6 +8,8 @@
 - `convert_frame.CheckFunctionManager`: while a frame is recorded, its guards are built with save_guards=True, so
   Dynamo serializes them; `CheckFunctionManager.serialize_guards`: identity guards become content guards first
   (guards.py). A frame whose guards cannot be serialized in full is not recorded (counted with the reason).
+- `GuardsStatePickler.reducer_override`: while a frame is recorded, a function under a functools.wraps decorator is
+  pickled by the decorated name and its `__wrapped__` depth (Dynamo's pickler leaves it out).
 
 Every failure of ours is a fallback to Dynamo's own path, counted `frames.internal_error.<phase>`; counters
 `frames.hits`, `frames.misses`, `frames.recorded`, `frames.bypass.<reason>`.
@@ -103,7 +105,7 @@ def _log_guards(how: str, code: types.CodeType, guard_set: Any) -> None:
 
 # ---- installation ---------------------------------------------------------------------------------------------------
 def install() -> None:
-    """Wraps the three Dynamo internals, once per process."""
+    """Wraps the four Dynamo internals, once per process."""
     global _installed
     with _install_lock:
         if _installed:
@@ -115,6 +117,7 @@ def install() -> None:
         signature = inspect.signature(original_compile)
         original_cfm = convert_frame.CheckFunctionManager
         original_serialize = dynamo_guards.CheckFunctionManager.serialize_guards
+        original_reduce = dynamo_guards.GuardsStatePickler.reducer_override
 
         def _compile(*args: Any, **kwargs: Any) -> Any:
             return _compile_frame(original_compile, signature, args, kwargs)
@@ -149,7 +152,15 @@ def install() -> None:
                 rec.refused = _Refused("guards", f"{type(e).__name__}: {e}")
                 raise torch._dynamo.exc.PackageError(str(e)) from None
 
+        def reducer_override(self: Any, obj: Any) -> Any:
+            if _recording() is not None:
+                reduced = guards.reduce_wrapped_function(obj)
+                if reduced is not None:
+                    return reduced
+            return original_reduce(self, obj)
+
         convert_frame._compile = _compile
+        dynamo_guards.GuardsStatePickler.reducer_override = reducer_override
         convert_frame.CheckFunctionManager = RecordingCheckFunctionManager
         dynamo_guards.CheckFunctionManager.serialize_guards = serialize_guards
         _installed = True
