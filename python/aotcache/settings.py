@@ -66,9 +66,9 @@ class Settings:
     this long for its entry, then compile anyway. 0 = never wait. `AOTCACHE_COMPILE_WAIT` (seconds, or 10m, ...)."""
     remote: RemoteSettings | None = None
     """The remote tier, or None when off."""
-    frames: bool = False
+    frames: bool = True
     """Cache Dynamo's frame results too (frames/): a warm start skips Dynamo's tracing of frames whose code,
-    guards and context match. `AOTCACHE_FRAMES=1`; opt-in while it is proven."""
+    guards and context match. On by default; `AOTCACHE_FRAMES=0` turns it off."""
     kernels: bool = True
     """Carry the compiled C++ kernels in entries and install them on a hit on a machine of the same build
     (`kernels.py`). `AOTCACHE_KERNELS=0` turns it off."""
@@ -214,7 +214,7 @@ def _from_environment(remote_urls: str | None = None) -> Settings:
         ),
         remote=_remote_from_environment(remote_urls),
         kernels=_env_bool("AOTCACHE_KERNELS", True),
-        frames=_env_bool("AOTCACHE_FRAMES", False),
+        frames=_env_bool("AOTCACHE_FRAMES", True),
         isa_probe_memo=_env_bool("AOTCACHE_ISA_PROBE_MEMO", True),
         eviction=_env_or_default("AOTCACHE_EVICTION", _eviction, DEFAULT_EVICTION, "eviction_config"),
         signing_key=signing_key,

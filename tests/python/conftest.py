@@ -135,6 +135,24 @@ def assert_bitwise_equal(a: dict, b: dict) -> None:
         assert torch.equal(a[k], b[k]), f"{k} differs: max {(a[k] - b[k]).abs().max()}"
 
 
+def frames_on(env: dict | None = None) -> bool:
+    """Whether a fresh process with `env` (or this one's environment) runs with the frame cache on (the default):
+    the suites run with it on and off (make test), and a warm process whose frames hit is served without tracing."""
+    value = (env or {}).get("AOTCACHE_FRAMES", os.environ.get("AOTCACHE_FRAMES", "1"))
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def graph_keys(cache_dir: Path) -> list[str]:
+    """The keys of a cache directory's graph entries, in the store's order; frame entries left out (with frames on,
+    a compiled frame adds one), so the facts about graph entries hold with frames on and off."""
+    from aotcache import _core
+
+    # Read without decoding: `get` would mark the entry used (and move a damaged one aside). The metadata, which
+    # names a frame entry's kind, sits near the file's start (docs/entry-format.md).
+    store = _core.LocalStore.open(str(cache_dir))
+    return [k for k, _, _ in store.list() if b"aotcache.frame" not in (store.read_entry_file(k) or b"")[:4096]]
+
+
 def cli(cache_dir: Path, *args: str, expect_rc: int = 0) -> str:
     """Runs the installed `aotcache` program (beside this interpreter) and returns its stdout."""
     exe = Path(sys.executable).parent / "aotcache"

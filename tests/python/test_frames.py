@@ -26,7 +26,7 @@ import torch
 sys.modules.setdefault("frame_helpers", __import__("frame_helpers_v1"))  # frame_cases imports it; workers get theirs
 import frame_cases  # noqa: E402
 
-from conftest import cli  # noqa: E402
+from conftest import cli, graph_keys  # noqa: E402
 
 HERE = Path(__file__).parent
 CASES = list(frame_cases.CASES)
@@ -99,6 +99,12 @@ def passes(tmp_path_factory) -> dict[str, dict[str, dict]]:
                 _run, tmp, f"fault-{phase}", "aotcache", "v1", tmp / f"cache-{phase}", fault=phase, cases=FAULT_CASES
             )
         out["faults"] = {phase: f.result() for phase, f in faults.items()}
+        # The graph entries evicted, the frame entries kept: each frame's graph is gone, so the frame must not serve.
+        evicted = tmp / "cache-evicted"
+        shutil.copytree(cache, evicted)
+        for key in graph_keys(evicted):
+            (evicted / "entries" / key[:2] / f"{key}.aotc").unlink()
+        out["evicted"] = _run(tmp, "evicted", "aotcache", "v1", evicted, cases=FAULT_CASES)
     out["cache"] = cache
     out["guard_logs"] = {name: _guard_log(tmp / f"guards-{name}.jsonl") for name in ("warm", "fresh")}
     return out
@@ -126,7 +132,7 @@ def _frames(row: dict) -> dict:
 @pytest.mark.parametrize("case", CASES)
 def test_no_exception(passes, case):
     for name, rows in passes.items():
-        if name in ("cache", "guard_logs", "faults"):
+        if name in ("cache", "guard_logs", "faults", "evicted"):
             continue
         assert "exception" not in rows[case], f"{name}: {rows[case].get('traceback')}"
 
@@ -210,3 +216,14 @@ def test_a_fault_in_the_frame_cache_is_contained(passes, phase):
         assert frames.get(f"internal_error.{phase}", 0) >= 1 and not frames.get("hits"), (case, frames)
         served = row["stats"].get("misses" if phase == "record" else "hits", 0)
         assert row["graphs"] >= 1 and served >= 1, (case, row["stats"])  # traced; graphs hit (compiled on record)
+
+
+def test_a_frame_whose_graph_was_evicted_traces_and_compiles(passes):
+    """A frame entry outlives its graph entry (evicted, pruned): the frame is not served (miss.graph_evicted), Dynamo
+    traces, the graph compiles again, and the counters add up: every traced graph is one miss, none a hit."""
+    for case, row in passes["evicted"].items():
+        assert "exception" not in row, row.get("traceback")
+        assert _equal(row["result"], passes["inductor"][case]["result"]), case
+        frames, stats = _frames(row), row["stats"]
+        assert frames.get("miss.graph_evicted", 0) >= 1 and not frames.get("hits"), (case, frames)
+        assert row["graphs"] >= 1 and stats.get("misses", 0) == row["graphs"] and not stats.get("hits"), (case, stats)

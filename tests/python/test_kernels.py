@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from aotcache import _core
-from conftest import assert_bitwise_equal, cli
+from conftest import assert_bitwise_equal, cli, graph_keys
 
 
 def entry_bundle(cache_dir: Path) -> tuple[str, list[tuple[str, int]]] | None:
     store = _core.LocalStore.open(str(cache_dir))
-    ((key, _, _),) = store.list()
+    (key,) = graph_keys(cache_dir)
     kernels = store.get(key).kernels
     return _core.kernel_bundle_contents(kernels) if kernels else None
 
@@ -37,7 +37,7 @@ def test_entry_carries_the_kernels_the_compile_built(compiled, inductor_dir, cac
     for path, size in files:
         assert path.endswith(".so") and (inductor_dir / path).stat().st_size == size
     # `aotcache show` lists them.
-    ((key, _, _),) = _core.LocalStore.open(str(cache_dir)).list()
+    (key,) = graph_keys(cache_dir)
     shown = json.loads(cli(cache_dir, "show", key, "--json"))["kernels"]
     assert [(f["path"], f["bytes"]) for f in shown["files"]] == files and shown["built_on"] == fingerprint
     assert f"kernels        {len(files)} files, {sum(size for _, size in files)} bytes" in cli(cache_dir, "show", key)

@@ -240,7 +240,7 @@ def test_default_cache_dir_is_computed_from_the_environment(monkeypatch):
         ("AOTCACHE_DISABLE", "enabled", True),
         ("AOTCACHE_KERNELS", "kernels", True),
         ("AOTCACHE_ISA_PROBE_MEMO", "isa_probe_memo", True),
-        ("AOTCACHE_FRAMES", "frames", False),
+        ("AOTCACHE_FRAMES", "frames", True),
     ],
 )
 def test_malformed_booleans_are_reported_once_and_the_default_used(monkeypatch, caplog, name, field, default):
@@ -266,12 +266,14 @@ def test_readonly_remote_flag_is_validated_too(monkeypatch, caplog):
     assert any("AOTCACHE_REMOTE_READONLY" in r.message for r in caplog.records)
 
 
-def test_frames_are_off_by_default_and_configure_installs_the_hooks(monkeypatch):
+def test_frames_are_on_by_default_and_configure_installs_the_hooks(monkeypatch):
     from aotcache.frames import hooks
 
-    assert aotcache.current_settings().frames is False
-    monkeypatch.setenv("AOTCACHE_FRAMES", "1")
+    monkeypatch.delenv("AOTCACHE_FRAMES", raising=False)
     assert aotcache.current_settings().frames is True
+    monkeypatch.setenv("AOTCACHE_FRAMES", "0")
+    assert aotcache.current_settings().frames is False
+    assert aotcache.configure(frames=False).frames is False
     monkeypatch.delenv("AOTCACHE_FRAMES")
     assert aotcache.configure(frames=True).frames is True
     assert hooks._installed

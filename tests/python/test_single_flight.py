@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aotcache import _core
-from conftest import HERE, assert_bitwise_equal, cli
+from conftest import HERE, assert_bitwise_equal, cli, frames_on, graph_keys
 
 pytestmark = pytest.mark.timeout(1800)
 needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
@@ -24,7 +23,8 @@ PROCESSES = 8
 
 
 def _keys(cache_dir: Path) -> list[str]:
-    return [k for k, _, _ in _core.LocalStore.open(str(cache_dir)).list()]
+    """The graph entries' keys (with frames on, a compiled frame adds a frame entry)."""
+    return graph_keys(cache_dir)
 
 
 def _totals(results, name: str) -> int:
@@ -76,7 +76,10 @@ def test_eight_machines_sharing_redis_compile_once(spawn_fresh, tmp_path, redis)
     results = _start_together(spawn_fresh, tmp_path, envs)
     assert (_totals(results, "misses"), _totals(results, "hits")) == (1, PROCESSES - 1)
     remote_hits = sum(r.stats["remote"].get("hits", 0) for r in results)
-    assert remote_hits == PROCESSES - 1
+    if frames_on():  # and the frame entry, for the processes that looked it up after the first one recorded it
+        assert PROCESSES - 1 <= remote_hits <= 2 * (PROCESSES - 1), remote_hits
+    else:
+        assert remote_hits == PROCESSES - 1
     assert sum(r.stats["remote"].get("lease_waits", 0) for r in results) >= 1
     assert sum(r.stats["remote"].get("errors", 0) for r in results) == 0
     for r in results[1:]:

@@ -1,5 +1,5 @@
-"""The frame cache: a warm start that skips Dynamo's tracing, soundly (opt-in: AOTCACHE_FRAMES=1,
-`configure(frames=True)`).
+"""The frame cache: a warm start that skips Dynamo's tracing, soundly (on by default; AOTCACHE_FRAMES=0 or
+`configure(frames=False)` turns it off).
 
 Dynamo turns each Python frame it compiles into transformed bytecode, guards and compiled graphs. aotcache already
 stores the graphs; a frame entry stores the rest, keyed by the frame's code by content (never by name and line),

@@ -340,14 +340,17 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
         return None, "guards_failed"
     if added_builtins:
         _reserve_unique_id(builtins_name)
-    values = {}
+    values, loaded = {}, []
     for name, spec in candidate["globals"].items():
         if spec["kind"] == "module":
             continue
-        value = _global_value(frame, spec)
+        value = _global_value(frame, spec, loaded)
         if value is None:
             return None, "graph_evicted"
         values[name] = value
+    # Counted once the frame is served: a graph loaded for a candidate that then fails is traced and counted again.
+    for delta in loaded:
+        _count(delta, frame)
     automatic_dynamic = dynamic_state.decode(candidate.get("automatic_dynamic", {}))
     scope.update(values)
     code = _load_code(candidate["code"])
@@ -382,7 +385,8 @@ def _reserve_unique_id(name: str) -> None:
         bytecode_transformation._unique_id_counter = itertools.count(max(current, int(number) + 1))
 
 
-def _global_value(frame: _Frame, spec: dict[str, Any]) -> Any:
+def _global_value(frame: _Frame, spec: dict[str, Any], loaded: list[dict[str, int]]) -> Any:
+    """The value of one global the frame's bytecode reads; a graph's counters (a hit) are appended to `loaded`."""
     kind = spec["kind"]
     if kind == "graph":
         found = _read(frame, spec["key"])
@@ -394,8 +398,8 @@ def _global_value(frame: _Frame, spec: dict[str, Any]) -> Any:
         # The graph is served from the cache: a hit, as if Dynamo had traced it and the backend had found it.
         metadata = found.metadata if isinstance(found.metadata, dict) else {}
         saved_us = int(1e6 * float(metadata.get("compile_seconds", 0.0)))
-        delta = {**delta, "hits": 1, "load_us": int(1e6 * (time.perf_counter() - t0)), "saved_us": saved_us}
-        counters.record(delta, frame.tiers.local)
+        load_us = int(1e6 * (time.perf_counter() - t0))
+        loaded.append({**delta, "hits": 1, "bytes_read": len(found.payload), "load_us": load_us, "saved_us": saved_us})
         if spec["single"]:
             inner = fn
 
