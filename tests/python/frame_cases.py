@@ -223,6 +223,20 @@ def automatic_dynamic_after_hit(variant: bool) -> dict[str, torch.Tensor]:
     return {f"n{n}": fn(x, n) for n in ((2, 3, 5) if variant else (2,))}
 
 
+def train_then_eval(variant: bool) -> dict[str, torch.Tensor]:
+    # The eval frame is compiled after a backward: the parameters Dynamo guards carry .grad, which its guard pickler
+    # writes as a placeholder (no guard reads it), and the rebuilt guards failed to assign it: never recorded.
+    torch.manual_seed(15)
+    model = Mlp()
+    compiled = _compile(model)
+    x = torch.randn(8, 16)
+    compiled(x).sum().backward()
+    model.eval()
+    with torch.no_grad():
+        out = compiled(x)
+    return {"out": out, "grad": model.fc1.weight.grad}
+
+
 CASES = {
     f.__name__: f
     for f in (
@@ -241,6 +255,7 @@ CASES = {
         mark_dynamic_input,
         view_offsets,
         automatic_dynamic_after_hit,
+        train_then_eval,
     )
 }
 MUST_RETRACE = {

@@ -178,3 +178,24 @@ def decorated(x):
 
 _undecorated = decorated
 decorated = _decorate(decorated)
+
+
+def test_unguarded_grad_left_out_of_a_guarded_tensor():
+    """Dynamo's pickler writes a guarded parameter with its grad; a grad outside the guard tree became a placeholder
+    its unpickler cannot assign. The recording pickler leaves such a grad out, and keeps one a guard reads."""
+    import io
+
+    from torch._dynamo.guards import GuardsStatePickler
+
+    p = torch.nn.Parameter(torch.randn(3))
+    p.grad = torch.ones(3)
+    pickler = GuardsStatePickler({id(p): p}, {}, {}, io.BytesIO())
+    reduced = pickler.reducer_override(p)
+    assert reduced[1][-1] is p.grad  # Dynamo's reduction carries the grad (pickled as a placeholder, then refused)
+    func, args = guards.drop_unguarded_grad(pickler, reduced)
+    assert func == reduced[0] and args[-1] is None and args[:-1] == reduced[1][:-1]
+    assert func(*args).grad is None  # rebuilds
+    pickler.guard_tree_values[id(p.grad)] = p.grad  # a guard reads the grad: kept
+    assert guards.drop_unguarded_grad(pickler, reduced) is reduced
+    other = (print, ("not a tensor",))
+    assert guards.drop_unguarded_grad(pickler, other) is other

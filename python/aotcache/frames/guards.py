@@ -241,6 +241,28 @@ def restore_markings(guards_state: Any, markings: dict[str, dict[str, list[int]]
             setattr(value, attr, set(dims))
 
 
+# ---- tensors with a gradient no guard reads -------------------------------------------------------------------
+def drop_unguarded_grad(pickler: Any, reduced: Any) -> Any:
+    """`reduced` (Dynamo's reduction of a guarded tensor) with its `.grad` left out when no guard reads the grad.
+
+    Dynamo's guard pickler writes a tensor with its grad, and a grad outside the guard tree as a placeholder, which
+    its unpickler then fails to assign (TypeError: assigned grad expected to be a Tensor or None): every frame
+    traced after a backward (a parameter has a grad) would not rebuild its guards. A guard on the grad would put
+    the grad in the guard tree, so a grad outside it is never read: None is what the guards would see of it."""
+    import torch
+
+    if not (isinstance(reduced, tuple) and len(reduced) == 2 and isinstance(reduced[1], tuple) and reduced[1]):
+        return reduced
+    unpickle = getattr(type(pickler), "_unpickle_tensor", None)
+    func, args = reduced
+    if unpickle is None or func != unpickle:
+        return reduced
+    grad = args[-1]
+    if isinstance(grad, torch.Tensor) and id(grad) not in pickler.guard_tree_values:
+        return func, (*args[:-1], None)
+    return reduced
+
+
 # ---- functions Dynamo's pickler cannot name -------------------------------------------------------------------
 # Dynamo pickles a function by its module and qualified name, and serializes it as a placeholder (_Missing) when that
 # name gives another object: the undecorated function under a decorator that uses functools.wraps (Hugging Face's

@@ -153,11 +153,12 @@ def install() -> None:
                 raise torch._dynamo.exc.PackageError(str(e)) from None
 
         def reducer_override(self: Any, obj: Any) -> Any:
-            if _recording() is not None:
-                reduced = guards.reduce_wrapped_function(obj)
-                if reduced is not None:
-                    return reduced
-            return original_reduce(self, obj)
+            if _recording() is None:
+                return original_reduce(self, obj)
+            reduced = guards.reduce_wrapped_function(obj)
+            if reduced is not None:
+                return reduced
+            return guards.drop_unguarded_grad(self, original_reduce(self, obj))
 
         convert_frame._compile = _compile
         dynamo_guards.GuardsStatePickler.reducer_override = reducer_override
