@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -151,6 +152,35 @@ def graph_keys(cache_dir: Path) -> list[str]:
     # names a frame entry's kind, sits near the file's start (docs/entry-format.md).
     store = _core.LocalStore.open(str(cache_dir))
     return [k for k, _, _ in store.list() if b"aotcache.frame" not in (store.read_entry_file(k) or b"")[:4096]]
+
+
+def with_guard_log(env: dict, path: Path) -> dict:
+    """`env` with the frame cache's guard log (AOTCACHE_FRAMES_GUARD_LOG) going to `path` when frames are on."""
+    return {**env, "AOTCACHE_FRAMES_GUARD_LOG": str(path)} if frames_on(env) else env
+
+
+def read_guard_log(path: Path) -> list[dict]:
+    """The guard sets a process built (AOTCACHE_FRAMES_GUARD_LOG: one JSON line per set, `how` traced or loaded),
+    Dynamo's per-process builtins-dict name normalized."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    for row in rows:
+        row["guards"] = sorted(
+            (re.sub(r"__builtins_dict___\d+", "__builtins_dict__", name), kind) for name, kind in row["guards"]
+        )
+    return rows
+
+
+def loaded_guards_unmatched(loaded_logs: list[Path], traced_logs: list[Path]) -> tuple[int, list[str]]:
+    """(guard sets loaded from frame entries, those of them equal to no set Dynamo built tracing the same code in
+    the `traced_logs` processes). Equal means source by source and kind by kind, a content guard standing under the
+    identity guard it replaced (frames/hooks.py logs both sides that way)."""
+    traced: dict[str, list] = {}
+    for path in traced_logs:
+        for r in read_guard_log(path):
+            if r["how"] == "traced":
+                traced.setdefault(r["code"], []).append(r["guards"])
+    loaded = [r for path in loaded_logs for r in read_guard_log(path) if r["how"] == "loaded"]
+    return len(loaded), [r["name"] for r in loaded if r["guards"] not in traced.get(r["code"], [])]
 
 
 def cli(cache_dir: Path, *args: str, expect_rc: int = 0) -> str:

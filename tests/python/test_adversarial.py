@@ -31,6 +31,7 @@ import pytest
 import torch
 
 from adversarial_cases import BY_NAME, CASES, Case, case_cache_dir, entry_files
+from conftest import frames_on, loaded_guards_unmatched, with_guard_log
 
 HERE = Path(__file__).parent
 PASS_TIMEOUT_S = 1500
@@ -96,14 +97,23 @@ def run_passes(root: Path, names: list[str]) -> dict[str, Any]:
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         inductor = pool.submit(_worker, "inductor", "inductor", names, out, env, root / "inductor.log")
-        cold = pool.submit(_worker, "aotcache", "cold", names, out, env, root / "cold.log")
+        cold_env = with_guard_log(env, root / "guards-cold.jsonl")
+        cold = pool.submit(_worker, "aotcache", "cold", names, out, cold_env, root / "cold.log")
         passes = {"inductor": inductor.result(), "cold": cold.result()}
     t1 = time.monotonic()
     damaged = {c.name: _damage(c, cache) for c in map(BY_NAME.get, names) if c.damage}
     shards = [names[0::2], names[1::2]]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         futures = [
-            pool.submit(_worker, "aotcache", "warm", shard, out, env, root / f"warm{i}.log")
+            pool.submit(
+                _worker,
+                "aotcache",
+                "warm",
+                shard,
+                out,
+                with_guard_log(env, root / f"guards-warm{i}.jsonl"),
+                root / f"warm{i}.log",
+            )
             for i, shard in enumerate(shards)
             if shard
         ]
@@ -111,7 +121,8 @@ def run_passes(root: Path, names: list[str]) -> dict[str, Any]:
     t2 = time.monotonic()
     seconds = {"cold+inductor": t1 - t0, "warm": t2 - t1}
     (root / "seconds.json").write_text(json.dumps(seconds))
-    return {**passes, "out": out, "damaged": damaged, "seconds": seconds}
+    guard_logs = {"cold": [root / "guards-cold.jsonl"], "warm": [root / f"guards-warm{i}.jsonl" for i in range(2)]}
+    return {**passes, "out": out, "damaged": damaged, "seconds": seconds, "guard_logs": guard_logs}
 
 
 def load_passes(root: Path) -> dict[str, Any]:
@@ -386,9 +397,25 @@ NAMES = [c.name for c in CASES]
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory) -> dict[str, Verdict]:
+def passes(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
     root = tmp_path_factory.mktemp("adversarial")
-    passes = run_passes(root, NAMES)
+    return root, run_passes(root, NAMES)
+
+
+def test_loaded_guards_are_a_fresh_traces(passes):
+    """Every guard set a warm process loaded from a frame entry equals one Dynamo built tracing the same code in the
+    cold process (source by source, kind by kind; a content guard under the identity guard it replaced)."""
+    if not frames_on():
+        pytest.skip("frames off (AOTCACHE_FRAMES=0): no frame is served, no guard set loaded")
+    logs = passes[1]["guard_logs"]
+    loaded, unmatched = loaded_guards_unmatched(logs["warm"], logs["cold"])
+    assert loaded >= len(NAMES) // 2, f"only {loaded} guard sets loaded"
+    assert not unmatched, f"loaded guards that match no fresh trace: {unmatched}"
+
+
+@pytest.fixture(scope="module")
+def verdicts(passes) -> dict[str, Verdict]:
+    root, passes = passes
     result = judge(passes, NAMES)
     text = table(result, passes) + "\n\n" + details(result)
     (root / "table.md").write_text(text + "\n")

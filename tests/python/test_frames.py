@@ -14,7 +14,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import torch
 sys.modules.setdefault("frame_helpers", __import__("frame_helpers_v1"))  # frame_cases imports it; workers get theirs
 import frame_cases  # noqa: E402
 
-from conftest import cli, graph_keys  # noqa: E402
+from conftest import cli, graph_keys, loaded_guards_unmatched  # noqa: E402
 
 HERE = Path(__file__).parent
 CASES = list(frame_cases.CASES)
@@ -106,18 +105,8 @@ def passes(tmp_path_factory) -> dict[str, dict[str, dict]]:
             (evicted / "entries" / key[:2] / f"{key}.aotc").unlink()
         out["evicted"] = _run(tmp, "evicted", "aotcache", "v1", evicted, cases=FAULT_CASES)
     out["cache"] = cache
-    out["guard_logs"] = {name: _guard_log(tmp / f"guards-{name}.jsonl") for name in ("warm", "fresh")}
+    out["guard_logs"] = {name: tmp / f"guards-{name}.jsonl" for name in ("warm", "fresh")}
     return out
-
-
-def _guard_log(path: Path) -> list[dict]:
-    """The guard sets a pass built (AOTCACHE_FRAMES_GUARD_LOG), Dynamo's per-process builtins-dict name normalized."""
-    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    for row in rows:
-        row["guards"] = sorted(
-            (re.sub(r"__builtins_dict___\d+", "__builtins_dict__", name), kind) for name, kind in row["guards"]
-        )
-    return rows
 
 
 def _equal(a: Path, b: Path) -> bool:
@@ -197,14 +186,9 @@ def test_loaded_guards_are_a_fresh_traces(passes):
     guard under the identity guard it replaced), a set Dynamo built tracing the same code afresh in another process
     (the fresh pass: frames off, the graphs still hit)."""
     logs = passes["guard_logs"]
-    loaded = [r for r in logs["warm"] if r["how"] == "loaded"]
-    traced: dict[str, list] = {}
-    for r in logs["fresh"]:
-        if r["how"] == "traced":
-            traced.setdefault(r["code"], []).append(r["guards"])
-    assert len(loaded) >= len(CASES), f"only {len(loaded)} guard sets loaded"
-    for r in loaded:
-        assert r["guards"] in traced.get(r["code"], []), f"{r['name']}: loaded guards match no fresh trace"
+    loaded, unmatched = loaded_guards_unmatched([logs["warm"]], [logs["fresh"]])
+    assert loaded >= len(CASES), f"only {loaded} guard sets loaded"
+    assert not unmatched, f"loaded guards that match no fresh trace: {unmatched}"
 
 
 @pytest.mark.parametrize("phase", FAULT_PHASES)

@@ -35,6 +35,7 @@ import pytest
 import torch
 
 import zoo_models
+from conftest import frames_on, loaded_guards_unmatched, with_guard_log
 
 HERE = Path(__file__).parent
 # `make test` (CI) runs the CI subset; `make zoo` all of it; AOTCACHE_ZOO=off skips the passes. The checks of the
@@ -110,19 +111,29 @@ def run_passes(root: Path, items: list[str]) -> dict[str, Any]:
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         inductor = pool.submit(_worker, "inductor", "inductor", items, out, env, root / "inductor.log")
-        cold = pool.submit(_worker, "aotcache", "cold", items, out, env, root / "cold.log")
+        cold_env = with_guard_log(env, root / "guards-cold.jsonl")
+        cold = pool.submit(_worker, "aotcache", "cold", items, out, cold_env, root / "cold.log")
         passes = {"inductor": inductor.result(), "cold": cold.result()}
     t1 = time.monotonic()
     shards = [s for s in (items[0::2], items[1::2]) if s]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         futures = [
-            pool.submit(_worker, "aotcache", "warm", shard, out, env, root / f"warm{i}.log")
+            pool.submit(
+                _worker,
+                "aotcache",
+                "warm",
+                shard,
+                out,
+                with_guard_log(env, root / f"guards-warm{i}.jsonl"),
+                root / f"warm{i}.log",
+            )
             for i, shard in enumerate(shards)
         ]
         passes["warm"] = {k: v for f in futures for k, v in f.result().items()}
     seconds = {"cold+inductor": t1 - t0, "warm": time.monotonic() - t1}
     (root / "seconds.json").write_text(json.dumps(seconds))
-    return {**passes, "out": out, "seconds": seconds}
+    guard_logs = {"cold": [root / "guards-cold.jsonl"], "warm": [root / f"guards-warm{i}.jsonl" for i in range(2)]}
+    return {**passes, "out": out, "seconds": seconds, "guard_logs": guard_logs}
 
 
 # ---- checks -------------------------------------------------------------------------------------------------------
@@ -307,11 +318,29 @@ def report(root: Path, passes: dict[str, Any], items: list[str]) -> tuple[dict[s
 
 # ---- pytest -------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory) -> dict[str, Verdict]:
+def passes(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
     root = tmp_path_factory.mktemp("zoo")
-    result, text = report(root, run_passes(root, ITEMS), ITEMS)
+    return root, run_passes(root, ITEMS)
+
+
+@pytest.fixture(scope="module")
+def verdicts(passes) -> dict[str, Verdict]:
+    root, run = passes
+    result, text = report(root, run, ITEMS)
     print(f"\n{text}\n(table: {root / 'table.md'})")
     return result
+
+
+@needs_zoo
+def test_loaded_guards_are_a_fresh_traces(passes):
+    """Every guard set a warm process loaded from a frame entry equals one Dynamo built tracing the same code in the
+    cold process (source by source, kind by kind; a content guard under the identity guard it replaced)."""
+    if not frames_on():
+        pytest.skip("frames off (AOTCACHE_FRAMES=0): no frame is served, no guard set loaded")
+    logs = passes[1]["guard_logs"]
+    loaded, unmatched = loaded_guards_unmatched(logs["warm"], logs["cold"])
+    assert loaded >= 1, "no guard set loaded: no frame was served"
+    assert not unmatched, f"loaded guards that match no fresh trace: {unmatched}"
 
 
 @needs_zoo
