@@ -12,6 +12,7 @@ in MUST_RETRACE must trace at least one frame again (a frame hit there would be 
 
 from __future__ import annotations
 
+import collections
 import os
 
 import frame_helpers
@@ -237,6 +238,27 @@ def train_then_eval(variant: bool) -> dict[str, torch.Tensor]:
     return {"out": out, "grad": model.fc1.weight.grad}
 
 
+class Output(collections.OrderedDict):
+    """A dict subclass with its own __getitem__, like Hugging Face's ModelOutput (T5's encoder_outputs)."""
+
+    def __getitem__(self, k):
+        return dict.__getitem__(self, k) if isinstance(k, str) else list(self.values())[k]
+
+
+def _first_of(x, **kwargs):
+    return x + kwargs["enc"][0] * 2
+
+
+def dict_subclass_input(variant: bool) -> dict[str, torch.Tensor]:
+    # Dynamo names an item of such a dict `dict.__getitem__(d, list(dict.keys(d))[0])`: the storage-partition guard
+    # evaluated the names of the graph inputs without builtins, so it rejected the call it was traced for and the
+    # frame was never recorded (T5's and Whisper's generate). The variant puts another tensor first.
+    torch.manual_seed(16)
+    x, h, a = torch.randn(3), torch.randn(3), torch.randn(3)
+    enc = Output(a=a, h=h) if variant else Output(h=h)
+    return {"out": _compile(_first_of)(x, enc=enc)}
+
+
 CASES = {
     f.__name__: f
     for f in (
@@ -256,6 +278,7 @@ CASES = {
         view_offsets,
         automatic_dynamic_after_hit,
         train_then_eval,
+        dict_subclass_input,
     )
 }
 MUST_RETRACE = {

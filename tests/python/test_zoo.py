@@ -70,6 +70,9 @@ DOCUMENTED_BYPASSES = {
     "custom_pass",
     "not_serializable",
 }
+# README "The frame cache": the frames a warm process may trace again, by reason; any other reason, or a warm frame
+# traced without one, fails the item.
+DOCUMENTED_FRAME_BYPASSES = {"optimizer_step"}
 
 
 # ---- running the passes ---------------------------------------------------------------------------------------------
@@ -195,6 +198,12 @@ def counter_problems(row: dict, reference: dict, label: str) -> list[str]:
         p.append(f"bypass reasons not documented: {sorted(undocumented)}")
     if label == "warm" and m:
         p.append(f"{m} misses (expected every graph to hit or bypass) {row['miss_reasons']}")
+    frame_reasons = {k.split(".", 1)[1] for k in frames if k.startswith("bypass.")}
+    if frame_reasons - DOCUMENTED_FRAME_BYPASSES:
+        p.append(f"frame bypass reasons not documented: {sorted(frame_reasons - DOCUMENTED_FRAME_BYPASSES)}")
+    if label == "warm" and frames.get("misses", 0) > frames.get("bypasses", 0):
+        misses = {k: v for k, v in frames.items() if k.startswith("miss.")}
+        p.append(f"{frames['misses']} frames traced, {frames.get('bypasses', 0)} not frame-cacheable {misses}")
     if label == "warm" and not (h or b):
         p.append("no graph compiled")
     return p
@@ -427,6 +436,20 @@ def test_checks_can_fail():
     # Served frames may carry fewer (more general) graphs than a fresh trace, never more.
     more = _row(hits=3, dynamo={"graphs": 0, "graph_breaks": 0}, stats={"frames": {"hits": 1, "graphs": 3}})
     assert counter_problems(more, ref, "warm") == ["3 graphs, inductor 2"]
+    # Warm: every frame is served, or traced for a documented reason.
+    frames = {"hits": 1, "graphs": 1, "misses": 1, "miss.no_entry": 1, "bypasses": 1, "bypass.optimizer_step": 1}
+    assert (
+        counter_problems(_row(hits=2, dynamo={"graphs": 1, "graph_breaks": 1}, stats={"frames": frames}), ref, "warm")
+        == []
+    )
+    frames = {"hits": 1, "graphs": 1, "misses": 1, "miss.guards_failed": 1}
+    assert counter_problems(
+        _row(hits=2, dynamo={"graphs": 1, "graph_breaks": 1}, stats={"frames": frames}), ref, "warm"
+    ) == ["1 frames traced, 0 not frame-cacheable {'miss.guards_failed': 1}"]
+    frames = {"hits": 1, "graphs": 1, "misses": 1, "bypasses": 1, "bypass.guards_reject_call": 1}
+    assert counter_problems(
+        _row(hits=2, dynamo={"graphs": 1, "graph_breaks": 1}, stats={"frames": frames}), ref, "cold"
+    ) == ["frame bypass reasons not documented: ['guards_reject_call']"]
 
 
 def test_bench_summary_arithmetic():

@@ -16,6 +16,17 @@ from typing import Any
 
 from aotcache.frames import content
 
+
+class OptimizerStep(content.Unportable):
+    """A frame that guards an optimizer by identity: a compiled `optimizer.step`. Dynamo runs the optimizer's
+    `_init_group` while it traces the step, so the state tensors (exp_avg, step...) are created by the trace itself
+    and installed as globals keyed by their ids, with identity guards on each. A fresh process's first step has no
+    state yet: no recorded guard set could match it, and serving one would skip the state's creation. Such a frame
+    is not recorded (frames.bypass.optimizer_step); it traces, and its graphs hit the graph cache."""
+
+    code = "optimizer_step"
+
+
 IDENTITY_GUARDS = ("ID_MATCH", "FUNCTION_MATCH", "CLASS_MATCH", "MODULE_MATCH", "CLOSURE_MATCH")
 _IDENTITY = set(IDENTITY_GUARDS)
 
@@ -37,10 +48,19 @@ def portable(builder: Any, guard: Any) -> Any:
     derived = set(guard.guard_types or ())
     if kind not in IDENTITY_GUARDS and kind != "BUILTIN_MATCH" and (kind == "TYPE_MATCH" or not derived & _IDENTITY):
         return guard
-    description = content.describe(builder.get(guard))
+    value = builder.get(guard)
+    if isinstance(value, _optimizer_class()):
+        raise OptimizerStep(f"{guard.name} is a {type(value).__qualname__} guarded by identity")
+    description = content.describe(value)
     return dataclasses.replace(
         guard, create_fn=functools.partial(aotcache_content_match, kind, description), guard_types=None
     )
+
+
+def _optimizer_class() -> type:
+    import torch
+
+    return torch.optim.Optimizer
 
 
 def aotcache_content_match(kind: str, description: tuple, builder: Any, guard: Any) -> None:
@@ -67,7 +87,7 @@ def aotcache_content_match(kind: str, description: tuple, builder: Any, guard: A
 
         def check_root(f_locals: Any) -> bool:
             try:
-                value = eval(code, {"L": f_locals, "G": scope_globals, "__builtins__": {}})[0]
+                value = eval_sources(code, f_locals, scope_globals)[0]
             except Exception:
                 return False
             return check(value)
@@ -164,6 +184,29 @@ def _compile_sources(names: tuple[str, ...]) -> Any:
     return compile("(" + "".join(f"{n}," for n in names) + ")", "<aotcache storage partition>", "eval")
 
 
+def eval_sources(code: Any, f_locals: Any, f_globals: dict[str, Any]) -> tuple:
+    """Evaluates compiled source names (`_compile_sources`) on a frame's locals and globals, in the scope Dynamo
+    evaluates its own guards' sources in: its guard helpers and the builtins. A source name is not always a plain
+    subscript chain: a dict subclass's item reads `dict.__getitem__(d, list(dict.keys(d))[0])`, which an empty
+    builtins scope rejected (every frame taking a Hugging Face ModelOutput, T5's and Whisper's generate among them,
+    was refused, guards_reject_call)."""
+    return eval(code, {**_source_scope(), "L": f_locals, "G": f_globals})
+
+
+@functools.cache
+def _source_scope() -> dict[str, Any]:
+    import builtins
+
+    try:
+        from torch._dynamo.guards import _get_closure_vars
+
+        helpers = dict(_get_closure_vars())
+    except Exception:  # a torch without it: names that use Dynamo's helpers fail to evaluate (the guard fails)
+        helpers = {}
+    helpers["__builtins__"] = builtins.__dict__
+    return helpers
+
+
 def aotcache_storage_partition(names: tuple[str, ...], signature: list, builder: Any, guard: Any) -> None:
     """The guard builder's method of the storage-partition guard: a root guard over the frame's locals."""
     code = _compile_sources(names)
@@ -171,7 +214,7 @@ def aotcache_storage_partition(names: tuple[str, ...], signature: list, builder:
 
     def check(f_locals: Any) -> bool:
         try:
-            values = eval(code, {"L": f_locals, "G": scope_globals, "__builtins__": {}})
+            values = eval_sources(code, f_locals, scope_globals)
         except Exception:
             return False
         return partition_signature(list(values)) == signature
@@ -227,10 +270,9 @@ def restore_markings(guards_state: Any, markings: dict[str, dict[str, list[int]]
     import torch
 
     og = guards_state.output_graph
-    scope = {"L": og.local_scope, "G": og.global_scope, "__builtins__": {}}
     for name, marks in markings.items():
         try:
-            value = eval(_compile_sources((name,)), scope)[0]
+            value = eval_sources(_compile_sources((name,)), og.local_scope, og.global_scope)[0]
         except Exception as e:
             raise ValueError(f"marked tensor {name} not in the serialized scope: {e}") from None
         if not isinstance(value, torch.Tensor):

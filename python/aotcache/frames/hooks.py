@@ -149,7 +149,7 @@ def install() -> None:
                 guards.keep_builtins(self, carried, output_graph)
                 return original_serialize(self, builder, carried, output_graph)
             except Exception as e:  # Dynamo catches PackageError only: the frame traces, unrecorded
-                rec.refused = _Refused("guards", f"{type(e).__name__}: {e}")
+                rec.refused = _Refused(getattr(e, "code", "guards"), f"{type(e).__name__}: {e}")
                 raise torch._dynamo.exc.PackageError(str(e)) from None
 
         def reducer_override(self: Any, obj: Any) -> Any:
