@@ -16,6 +16,7 @@ import collections
 import os
 
 import frame_helpers
+import frame_registry
 import torch
 
 CASE_BACKEND = os.environ.get("FRAME_CASES_BACKEND", "aotcache")
@@ -259,6 +260,22 @@ def dict_subclass_input(variant: bool) -> dict[str, torch.Tensor]:
     return {"out": _compile(_first_of)(x, enc=enc)}
 
 
+def _registered(x):
+    return frame_registry.product(x, "mine")
+
+
+def registry_order(variant: bool) -> dict[str, torch.Tensor]:
+    # Dynamo builds a guard manager by reading, in the live registry, the entry whose key order it guards, by its
+    # position: with fewer entries (a process that registered fewer models) building the recorded guards raised
+    # IndexError, an internal error of the frame cache, and no later candidate was tried. It must be a guard failure.
+    frame_registry.REGISTRY.clear()
+    if not variant:
+        frame_registry.REGISTRY["other"] = {"scale": 5.0}
+    frame_registry.REGISTRY["mine"] = {"scale": 4.0 if variant else 2.0, "shift": 3.0}
+    torch.manual_seed(17)
+    return {"out": _compile(_registered)(torch.randn(4))}
+
+
 CASES = {
     f.__name__: f
     for f in (
@@ -279,6 +296,7 @@ CASES = {
         automatic_dynamic_after_hit,
         train_then_eval,
         dict_subclass_input,
+        registry_order,
     )
 }
 MUST_RETRACE = {
@@ -287,4 +305,5 @@ MUST_RETRACE = {
     "inlined_source_changed",
     "monkeypatched_function",
     "config_changed",
+    "registry_order",
 }

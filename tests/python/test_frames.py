@@ -124,6 +124,7 @@ def test_no_exception(passes, case):
         if name in ("cache", "guard_logs", "faults", "evicted"):
             continue
         assert "exception" not in rows[case], f"{name}: {rows[case].get('traceback')}"
+        assert not _frames(rows[case]).get("internal_errors"), f"{name}: {_frames(rows[case])}"
 
 
 @pytest.mark.parametrize("case", CASES)

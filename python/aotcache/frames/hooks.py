@@ -330,14 +330,22 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
     for name, spec in candidate["globals"].items():
         if spec["kind"] == "module" and name not in scope:
             scope[name] = importlib.import_module(spec["name"])
-    guard_manager = load_guard_manager(guards_state, frame.code, scope)
+    # Building the guards reads the live objects some sources name (the dicts whose key order is guarded, through
+    # the module globals): a source this process's state lacks (a registry dict with fewer entries than when the
+    # frame was recorded) raises here instead of failing a check. Either way the guards do not hold for this call.
+    try:
+        guard_manager = load_guard_manager(guards_state, frame.code, scope)
+        failed = None if guard_manager.check(frame.f_locals) else "check"
+    except Exception as e:
+        failed = f"{type(e).__name__}: {e}"
     if GUARD_LOG:
         _log_guards("loaded", frame.code, guards_state.output_graph._guards)
-    if not guard_manager.check(frame.f_locals):
+    if failed is not None:
         if added_builtins:
             del scope[builtins_name]
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("frame %s guards failed: %s", _name(frame.code), guard_manager.check_verbose(frame.f_locals))
+            why = guard_manager.check_verbose(frame.f_locals) if failed == "check" else failed
+            log.debug("frame %s guards failed: %s", _name(frame.code), why)
         return None, "guards_failed"
     if added_builtins:
         _reserve_unique_id(builtins_name)
