@@ -16,22 +16,19 @@ hit, miss or bypass; the warm process meets the case's expectation (README "What
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import dataclasses
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+import pass_runner
 import pytest
 import torch
 
 from adversarial_cases import BY_NAME, CASES, Case, case_cache_dir, entry_files
-from conftest import frames_on, loaded_guards_unmatched, with_guard_log
+from conftest import frames_on, loaded_guards_unmatched
 
 HERE = Path(__file__).parent
 PASS_TIMEOUT_S = 1500
@@ -40,25 +37,9 @@ pytestmark = pytest.mark.timeout(2 * PASS_TIMEOUT_S + 300)
 
 
 # ---- running the passes ---------------------------------------------------------------------------------------------
-def _worker(mode: str, label: str, names: list[str], out: Path, env: dict[str, str], log: Path) -> dict[str, dict]:
-    args = [sys.executable, str(HERE / "adversarial_worker.py"), mode, str(out), "--label", label, *names]
-    if mode == "inductor":
-        args.append("--eager")
-    with open(log, "w") as stderr:
-        proc = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=PASS_TIMEOUT_S)
-    log.with_suffix(".jsonl").write_text(
-        "".join(line[len("CASE ") :] + "\n" for line in proc.stdout.splitlines() if line.startswith("CASE "))
-    )
-    rows = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("CASE "):
-            row = json.loads(line[len("CASE ") :])
-            rows[row["case"]] = row
-    for name in names:  # a process that died takes its remaining cases with it: each is a failure
-        if name not in rows:
-            tail = log.read_text()[-3000:]
-            rows[name] = {"case": name, "exception": f"worker {label} exited {proc.returncode}: {tail}", "stats": {}}
-    return rows
+WORKER = pass_runner.Worker(
+    "adversarial_worker.py", "CASE", "case", PASS_TIMEOUT_S, lambda mode: ["--eager"] if mode == "inductor" else []
+)
 
 
 def _damage(case: Case, cache_root: Path) -> list[str]:
@@ -81,68 +62,23 @@ def _damage(case: Case, cache_root: Path) -> list[str]:
 
 
 def run_passes(root: Path, names: list[str]) -> dict[str, Any]:
-    cache, out = root / "aotcache", root / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.update(
-        {
-            "AOTCACHE_DIR": str(cache),
-            "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
-            "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]),
-        }
-    )
-    for name in ("AOTCACHE_DISABLE", "AOTCACHE_MAX_SIZE", "AOTCACHE_REMOTE", "AOTCACHE_SALT"):
-        env.pop(name, None)
-    t0 = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        inductor = pool.submit(_worker, "inductor", "inductor", names, out, env, root / "inductor.log")
-        cold_env = with_guard_log(env, root / "guards-cold.jsonl")
-        cold = pool.submit(_worker, "aotcache", "cold", names, out, cold_env, root / "cold.log")
-        passes = {"inductor": inductor.result(), "cold": cold.result()}
-    t1 = time.monotonic()
-    damaged = {c.name: _damage(c, cache) for c in map(BY_NAME.get, names) if c.damage}
-    shards = [names[0::2], names[1::2]]
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        futures = [
-            pool.submit(
-                _worker,
-                "aotcache",
-                "warm",
-                shard,
-                out,
-                with_guard_log(env, root / f"guards-warm{i}.jsonl"),
-                root / f"warm{i}.log",
-            )
-            for i, shard in enumerate(shards)
-            if shard
-        ]
-        passes["warm"] = {k: v for f in futures for k, v in f.result().items()}
-    t2 = time.monotonic()
-    seconds = {"cold+inductor": t1 - t0, "warm": t2 - t1}
-    (root / "seconds.json").write_text(json.dumps(seconds))
-    guard_logs = {"cold": [root / "guards-cold.jsonl"], "warm": [root / f"guards-warm{i}.jsonl" for i in range(2)]}
-    return {**passes, "out": out, "damaged": damaged, "seconds": seconds, "guard_logs": guard_logs}
+    """The three passes; the cases with `damage` have their entries damaged between the cold and warm passes."""
+
+    def damage(cache: Path) -> dict[str, list[str]]:
+        return {c.name: _damage(c, cache) for c in map(BY_NAME.get, names) if c.damage}
+
+    return pass_runner.run_passes(root, names, WORKER, warm_processes=2, between=damage)
 
 
 def load_passes(root: Path) -> dict[str, Any]:
     """The passes of an earlier run kept in `root` (--keep), to judge them again without running them."""
-
-    def rows(*files: str) -> dict[str, dict]:
-        found = {}
-        for f in files:
-            if (root / f).exists():
-                for line in (root / f).read_text().splitlines():
-                    found[json.loads(line)["case"]] = json.loads(line)
-        return found
-
     seconds = json.loads((root / "seconds.json").read_text()) if (root / "seconds.json").exists() else {}
     return {
-        "inductor": rows("inductor.jsonl"),
-        "cold": rows("cold.jsonl"),
-        "warm": rows("warm0.jsonl", "warm1.jsonl"),
+        "inductor": pass_runner.load_rows(root, "case", "inductor.jsonl"),
+        "cold": pass_runner.load_rows(root, "case", "cold.jsonl"),
+        "warm": pass_runner.load_rows(root, "case", "warm0.jsonl", "warm1.jsonl"),
         "out": root / "out",
-        "damaged": {},
+        "between": {},
         "seconds": {"cold+inductor": seconds.get("cold+inductor", 0.0), "warm": seconds.get("warm", 0.0)},
     }
 
@@ -408,7 +344,9 @@ def test_loaded_guards_are_a_fresh_traces(passes):
     if not frames_on():
         pytest.skip("frames off (AOTCACHE_FRAMES=0): no frame is served, no guard set loaded")
     logs = passes[1]["guard_logs"]
-    loaded, unmatched = loaded_guards_unmatched(logs["warm"], logs["cold"])
+    # A warm process may record a frame too (its guards failed on that process's state, so it traced): the traces of
+    # every process count.
+    loaded, unmatched = loaded_guards_unmatched(logs["warm"], logs["cold"] + logs["warm"])
     assert loaded >= len(NAMES) // 2, f"only {loaded} guard sets loaded"
     assert not unmatched, f"loaded guards that match no fresh trace: {unmatched}"
 

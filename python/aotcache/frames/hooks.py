@@ -434,8 +434,8 @@ def _global_value(frame: _Frame, spec: dict[str, Any], loaded: list[dict[str, in
 def _record(rec: _Recording, result: Any, seconds: float) -> None:
     frame = rec.frame
     guarded = getattr(result, "guarded_code", None)
-    if guarded is None:
-        return  # Dynamo skipped the frame: nothing to replay
+    if guarded is None:  # Dynamo skipped the frame (no graph, or it runs the frame as it is): nothing to replay
+        raise _Refused("no_code", "Dynamo made no code for the frame")
     if rec.refused is not None:
         raise rec.refused
     if rec.guards_state is None or rec.output_graph is None:

@@ -1,0 +1,122 @@
+"""The passes of the cross-process suites (test_adversarial.py, test_zoo.py), shared by both.
+
+A suite names its worker program (several cases per process, one `<PREFIX> {json}` line per case on stdout) and the
+cases; `run_passes` runs them in fresh processes:
+  inductor  the uncached backend="inductor" reference                        } concurrently
+  cold      backend="aotcache" on an empty AOTCACHE_DIR                      }
+  (between) the suite's own step on the cold cache (the adversarial suite damages entries)
+  warm      backend="aotcache" on the cold pass's directory, in `warm_processes` processes (cases dealt out in turn)
+Each aotcache process writes the frame cache's guard log (conftest.with_guard_log). A process that dies takes its
+remaining cases with it: each becomes a row with an `exception`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from conftest import with_guard_log
+
+HERE = Path(__file__).parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Worker:
+    script: str  # the worker program, beside this file
+    prefix: str  # its result lines: "<prefix> {json}"
+    key: str  # the field of a row that names its case
+    timeout_s: float  # of one process
+    args: Callable[[str], list[str]] = lambda mode: []  # extra arguments for a mode ("inductor" or "aotcache")
+
+
+def run_worker(worker: Worker, mode: str, label: str, names: list[str], out: Path, env: dict, log: Path) -> dict:
+    """Runs one process over `names`; its rows by case name. Its stderr goes to `log`, its rows to log's .jsonl."""
+    args = [sys.executable, str(HERE / worker.script), mode, str(out), "--label", label, *worker.args(mode), *names]
+    with open(log, "w") as stderr:
+        try:
+            proc = subprocess.run(
+                args, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=worker.timeout_s
+            )
+            stdout, rc = proc.stdout, proc.returncode
+        except subprocess.TimeoutExpired as e:  # its output so far is bytes, whatever text= says
+            stdout, rc = (e.stdout or b"").decode(errors="replace"), f"timeout after {worker.timeout_s:.0f}s"
+    head = worker.prefix + " "
+    lines = [line[len(head) :] for line in stdout.splitlines() if line.startswith(head)]
+    log.with_suffix(".jsonl").write_text("".join(line + "\n" for line in lines))
+    rows = {row[worker.key]: row for row in map(json.loads, lines)}
+    for name in names:
+        if name not in rows:
+            tail = log.read_text()[-3000:]
+            rows[name] = {worker.key: name, "exception": f"worker {label} exited {rc}: {tail}", "stats": {}}
+    return rows
+
+
+def pass_env(root: Path) -> dict[str, str]:
+    """The environment of every pass: this one without aotcache's settings (AOTCACHE_FRAMES stays: the suites run
+    with frames on and off), the cache directories under `root`, no hub downloads, the tests on the path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AOTCACHE_") or k == "AOTCACHE_FRAMES"}
+    env.update(
+        {
+            "AOTCACHE_DIR": str(root / "aotcache"),
+            "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),  # one machine: shared by every pass
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONPATH": os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]),
+        }
+    )
+    return env
+
+
+def run_passes(
+    root: Path,
+    names: list[str],
+    worker: Worker,
+    *,
+    warm_processes: int,
+    between: Callable[[Path], Any] | None = None,
+) -> dict[str, Any]:
+    """The passes' rows ({"inductor"|"cold"|"warm": {case: row}}), with "out" (the workers' result files),
+    "between" (what `between(cache dir)` returned), "seconds" and "guard_logs" ({"cold"|"warm": [paths]})."""
+    out = root / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    env = pass_env(root)
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        inductor = pool.submit(run_worker, worker, "inductor", "inductor", names, out, env, root / "inductor.log")
+        cold_env = with_guard_log(env, root / "guards-cold.jsonl")
+        cold = pool.submit(run_worker, worker, "aotcache", "cold", names, out, cold_env, root / "cold.log")
+        passes: dict[str, Any] = {"inductor": inductor.result(), "cold": cold.result()}
+    t1 = time.monotonic()
+    passes["between"] = between(root / "aotcache") if between else None
+    shards = [s for s in (names[i::warm_processes] for i in range(warm_processes)) if s]
+    warm_logs = [root / f"guards-warm{i}.jsonl" for i in range(len(shards))]
+    with concurrent.futures.ThreadPoolExecutor(len(shards) or 1) as pool:
+        futures = [
+            pool.submit(
+                run_worker, worker, "aotcache", "warm", shard, out, with_guard_log(env, log), root / f"warm{i}.log"
+            )
+            for i, (shard, log) in enumerate(zip(shards, warm_logs))
+        ]
+        passes["warm"] = {k: v for f in futures for k, v in f.result().items()}
+    seconds = {"cold+inductor": t1 - t0, "warm": time.monotonic() - t1}
+    (root / "seconds.json").write_text(json.dumps(seconds))
+    guard_logs = {"cold": [root / "guards-cold.jsonl"], "warm": warm_logs}
+    return {**passes, "out": out, "seconds": seconds, "guard_logs": guard_logs}
+
+
+def load_rows(root: Path, key: str, *files: str) -> dict[str, dict]:
+    """The rows that earlier passes kept in `root` (their .jsonl files), by case name."""
+    found = {}
+    for f in files:
+        if (root / f).exists():
+            for line in (root / f).read_text().splitlines():
+                row = json.loads(line)
+                found[row[key]] = row
+    return found
