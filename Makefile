@@ -8,7 +8,7 @@ CPP_BUILD   := build/cpp
 # Warnings are errors in every build these targets make (CI runs `make test`).
 export AOTCACHE_WERROR ?= ON
 # Two pytest workers, one test file each (module fixtures run once): most tests wait on compiles in subprocesses.
-PYTEST_FLAGS ?= -n 2 --dist loadfile
+PYTEST_FLAGS ?= -n 2 --dist loadfile --durations=15
 PY_SOURCES  := $(shell find python -name '*.py' -o -name '*.cc')
 CPP_SOURCES := $(shell find include src -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
 

@@ -199,3 +199,36 @@ def test_unguarded_grad_left_out_of_a_guarded_tensor():
     assert guards.drop_unguarded_grad(pickler, reduced) is reduced
     other = (print, ("not a tensor",))
     assert guards.drop_unguarded_grad(pickler, other) is other
+
+
+class _Manager:
+    def __init__(self) -> None:
+        self.checks: list = []
+
+    def add_lambda_guard(self, check, parts, user_stack) -> None:
+        self.checks.append(check)
+
+
+def test_content_guard_does_not_keep_the_matched_object_alive():
+    """A content guard remembers the object it matched last, for a one-identity-test fast path: weakly, so a model's
+    config it guarded is freed with the model, and an object born later at the same address is checked in full."""
+    import gc
+    import types
+    import weakref
+
+    manager = _Manager()
+    builder = types.SimpleNamespace(get_guard_manager=lambda guard: manager)
+    guard = types.SimpleNamespace(name="L['self'].config", user_stack=None)
+    guards.aotcache_content_match("ID_MATCH", content.describe(PlainConfig(64)), builder, guard)
+    (check,) = manager.checks
+    config = PlainConfig(64)
+    assert check(config) and check(config)
+    alive = weakref.ref(config)
+    del config
+    gc.collect()
+    assert alive() is None, "the guard kept the object it matched alive"
+    assert check(PlainConfig(64)) and not check(PlainConfig(65))
+    changed = PlainConfig(64)
+    assert check(changed)
+    changed.width = 65  # the same object, changed: the fast path answers for the identity, as Dynamo's ID_MATCH
+    assert check(changed)

@@ -12,6 +12,7 @@ import functools
 import importlib
 import inspect
 import sys
+import weakref
 from typing import Any
 
 from aotcache.frames import content
@@ -66,14 +67,19 @@ def _optimizer_class() -> type:
 def aotcache_content_match(kind: str, description: tuple, builder: Any, guard: Any) -> None:
     """The guard builder's method for a content guard (called by Dynamo when it rebuilds the guards of a loaded
     frame): a leaf guard on the guarded value that holds when `content.matches` does. An object that matched once
-    is remembered, so later calls cost one identity test (the identity Dynamo's own guard would have tested)."""
-    matched: list[Any] = []
+    is remembered, so later calls cost one identity test (the identity Dynamo's own guard would have tested): by a
+    weak reference where the object takes one (a model's configuration, a function, a class: the guard does not keep
+    it alive), else by a strong one (a dict; a remembered id alone could be reused by another object)."""
+    matched: list[Any] = []  # [a callable returning the object matched last, or None once it is gone]
 
     def check(value: Any) -> bool:
-        if matched and value is matched[0]:
+        if matched and matched[0]() is value:
             return True
         if content.matches(description, value):
-            matched[:] = [value]
+            try:
+                matched[:] = [weakref.ref(value)]
+            except TypeError:
+                matched[:] = [lambda: value]
             return True
         return False
 
