@@ -21,6 +21,7 @@ COLORS = {
     "cold_aotcache": "#616161",
     "warm_torch": "#ef6c00",
     "warm_aotcache": "#1565c0",
+    "warm_aotcache_noframes": "#5c6bc0",
     "warm_aotcache_fresh": "#90caf9",
 }
 LABELS = {
@@ -28,6 +29,7 @@ LABELS = {
     "cold_aotcache": "cold, aotcache (miss)",
     "warm_torch": "warm, torch's caches",
     "warm_aotcache": "warm, aotcache",
+    "warm_aotcache_noframes": "warm, aotcache, frames off",
     "warm_aotcache_fresh": "warm, aotcache, empty Inductor dir",
 }
 
@@ -82,12 +84,13 @@ def plot_warm_breakdown(report: dict[str, Any], path: Path) -> None:
         ("key (rest)", "#fdd835"),
         ("lookup", "#43a047"),
         ("load", "#1e88e5"),
+        ("frames: load", "#3949ab"),
         ("torch backend (cache lookup + load)", "#fb8c00"),
         ("run (+ lazy compile)", "#bdbdbd"),
     ]
     rows: list[tuple[str, dict[str, float]]] = []
     for s in report["models"]:
-        for mode in ("warm_torch", "warm_aotcache", "warm_aotcache_fresh"):
+        for mode in ("warm_torch", "warm_aotcache", "warm_aotcache_noframes", "warm_aotcache_fresh"):
             if mode not in s["modes"]:
                 continue
             x = s["modes"][mode]
@@ -109,6 +112,7 @@ def plot_warm_breakdown(report: dict[str, Any], path: Path) -> None:
                     "key (rest)": max(ph["key_s"] - probe, 0.0),
                     "lookup": ph["lookup_s"],
                     "load": ph["load_s"],
+                    "frames: load": ph.get("frame_load_s", 0.0),
                     # a bypassed graph compiles inside the backend: not key, lookup or load
                     "torch backend (cache lookup + load)": max(
                         ph["backend_s"] - ph["key_s"] - ph["lookup_s"] - ph["load_s"], 0.0

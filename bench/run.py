@@ -14,7 +14,9 @@ Per model (bench/models.py) and repetition, bench/worker.py runs in a new proces
   warm_aotcache       backend "aotcache", torch's caches off, AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR as the last
                       cold_aotcache run left them: the same machine, a second process. The Inductor dir then holds
                       kernel binaries and the vector-ISA probe libraries, never torch's FX/AOTAutograd entries
-                      (aotcache sandboxes those)
+                      (aotcache sandboxes those). The frame cache on (the default): frames run without tracing
+  warm_aotcache_noframes  as warm_aotcache with the frame cache off (AOTCACHE_FRAMES=0): Dynamo traces, every
+                      graph is loaded from its entry (the graph pipeline alone)
   warm_aotcache_fresh like warm_aotcache with an empty TORCHINDUCTOR_CACHE_DIR: a machine that has only the aotcache
                       directory (CI runner, new container); shows what loading costs without Inductor's kernel dir
 
@@ -41,13 +43,14 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-MODES = ("cold_torch", "cold_aotcache", "warm_torch", "warm_aotcache", "warm_aotcache_fresh")
+MODES = ("cold_torch", "cold_aotcache", "warm_torch", "warm_aotcache", "warm_aotcache_noframes", "warm_aotcache_fresh")
 MODE_DOCS = {
     "cold_torch": "backend inductor, empty TORCHINDUCTOR_CACHE_DIR, torch's FX graph + AOTAutograd caches on",
     "cold_aotcache": "backend aotcache, empty AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR, torch's caches off",
     "warm_torch": "backend inductor, TORCHINDUCTOR_CACHE_DIR as the last cold_torch run left it",
     "warm_aotcache": "backend aotcache, torch's caches off, AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR (kernel "
     "binaries, ISA probe libraries; no torch cache entries) as the last cold_aotcache run left them",
+    "warm_aotcache_noframes": "as warm_aotcache with the frame cache off (AOTCACHE_FRAMES=0): Dynamo traces",
     "warm_aotcache_fresh": "as warm_aotcache with an empty TORCHINDUCTOR_CACHE_DIR (only the aotcache directory)",
 }
 
@@ -96,6 +99,8 @@ def run_worker(model: str, mode: str, dirs: dict[str, str], out: Path, timeout_s
     else:
         backend, extra = "aotcache", ["--torch-caches-off"]
         env.update(AOTCACHE_DIR=dirs["aotcache"], TORCHINDUCTOR_CACHE_DIR=dirs["aotcache_inductor"])
+        if mode == "warm_aotcache_noframes":
+            env["AOTCACHE_FRAMES"] = "0"
     cmd = [sys.executable, str(BENCH / "worker.py"), model, backend, str(out), *extra]
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
@@ -134,7 +139,7 @@ def measure_model(model: str, reps: tuple[int, int, int], work: Path, timeout_s:
         one("cold_torch", rep)
         one("cold_aotcache", rep)
     kept_inductor = dirs["aotcache_inductor"]
-    warm_modes = ["warm_torch", "warm_aotcache"]
+    warm_modes = ["warm_torch", "warm_aotcache", "warm_aotcache_noframes"]
     for rep in range(warm_reps):
         order = warm_modes + (["warm_aotcache_fresh"] if rep < fresh_reps else [])
         order = order[rep % len(order) :] + order[: rep % len(order)]  # rotate: no mode always runs first
@@ -254,6 +259,8 @@ def summarize_model(model: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "warm_aotcache_over_warm_torch_pairs": _pair_ratios(runs, "warm_aotcache", "warm_torch"),
         "cold_torch_over_warm_torch": med["cold_torch"] / med["warm_torch"],
     }
+    if "warm_aotcache_noframes" in med:
+        ratios["warm_aotcache_noframes_over_warm_torch"] = med["warm_aotcache_noframes"] / med["warm_torch"]
     if "warm_aotcache_fresh" in med:
         ratios["warm_aotcache_fresh_over_warm_torch"] = med["warm_aotcache_fresh"] / med["warm_torch"]
     warm_hits = modes["warm_aotcache"]["aotcache"]
@@ -368,13 +375,17 @@ def markdown(report: dict[str, Any]) -> str:
         "Time to first result in seconds (compile + first step, training steps include backward), median "
         "(min-max) of n fresh processes; ratios of medians.",
         "",
-        "| model | n cold/warm | cold torch | cold aotcache | warm torch | warm aotcache | warm aotcache, fresh "
-        "Inductor dir | cold / warm-aot | warm-aot / warm-torch | warm hits (aotcache / torch) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | n cold/warm | cold torch | cold aotcache | warm torch | warm aotcache | warm aotcache, frames off "
+        "| warm aotcache, fresh Inductor dir | cold / warm-aot | warm-aot / warm-torch | frames off / warm-torch "
+        "| warm hits (aotcache / torch) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in report["models"]:
         md = s["modes"]
         fresh = _fmt_s(md["warm_aotcache_fresh"]["first_result_s"]) if "warm_aotcache_fresh" in md else "-"
+        noframes = md.get("warm_aotcache_noframes")
+        off = _fmt_s(noframes["first_result_s"]) if noframes else "-"
+        off_ratio = f"{s['ratios']['warm_aotcache_noframes_over_warm_torch']:.2f}x" if noframes else "-"
         hits = md["warm_aotcache"]["aotcache"][0]
         aot_hit = "all hit" if s["warm_aotcache_all_hit"] else f"bypass {hits['bypass_reasons'] or ''}".strip()
         if not s["warm_aotcache_all_hit"] and not hits["bypasses"]:
@@ -383,8 +394,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {s['model']} | {md['cold_torch']['first_result_s']['n']}/{md['warm_torch']['first_result_s']['n']} "
             f"| {_fmt_s(md['cold_torch']['first_result_s'])} | {_fmt_s(md['cold_aotcache']['first_result_s'])} "
             f"| {_fmt_s(md['warm_torch']['first_result_s'])} | {_fmt_s(md['warm_aotcache']['first_result_s'])} "
-            f"| {fresh} | {s['ratios']['cold_over_warm_aotcache']:.1f}x "
-            f"| {s['ratios']['warm_aotcache_over_warm_torch']:.2f}x "
+            f"| {off} | {fresh} | {s['ratios']['cold_over_warm_aotcache']:.1f}x "
+            f"| {s['ratios']['warm_aotcache_over_warm_torch']:.2f}x | {off_ratio} "
             f"| {aot_hit} / {'all hit' if s['warm_torch_all_hit'] else 'not all hit'} |"
         )
     lines += [
@@ -393,12 +404,12 @@ def markdown(report: dict[str, Any]) -> str:
         "vector-ISA probe of the first key in a process; torch's backend = its AOTAutograd/FX cache lookup + load; "
         "run = first step's execution plus anything compiled lazily at run time):",
         "",
-        "| model | mode | Dynamo | key | (of which ISA probe) | lookup | load | backend | run | C++ builds | "
-        "peak RSS MB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | mode | Dynamo | key | (of which ISA probe) | lookup | load | frames: load | backend | run "
+        "| C++ builds | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in report["models"]:
-        for mode in ("warm_torch", "warm_aotcache", "warm_aotcache_fresh"):
+        for mode in ("warm_torch", "warm_aotcache", "warm_aotcache_noframes", "warm_aotcache_fresh"):
             if mode not in s["modes"]:
                 continue
             x = s["modes"][mode]
@@ -412,6 +423,7 @@ def markdown(report: dict[str, Any]) -> str:
             lines[-1] += (
                 f"{x['vec_isa_probe_s']:.2f} | "
                 + (f"{ph['lookup_s']:.3f} | {ph['load_s']:.2f} | " if aot else "- | - | ")
+                + (f"{ph.get('frame_load_s', 0.0):.2f} | " if aot else "- | ")
                 + f"{ph['backend_s']:.2f} | {ph['run_s']:.2f} | {statistics.median(x['cxx_builds']):g} | "
                 f"{x['max_rss_mb']['median']:.0f} |"
             )

@@ -47,9 +47,11 @@ def _runs() -> list[dict]:
         # miss: compile 20.1 s of which 0.1 s serialization; key 1.3 s of which 1.0 s ISA probe; store 0.1 s
         _run("cold_aotcache", 0, 42.0, key_s=1.3, miss_compile_s=20.1, miss_store_s=0.1, miss_total_s=21.5),
         _run("warm_torch", 0, 5.0),
-        _run("warm_aotcache", 0, 3.0),
+        _run("warm_aotcache", 0, 3.0, frame_load_s=0.8, frame_hits=1),
+        _run("warm_aotcache_noframes", 0, 4.0),
         _run("warm_torch", 1, 6.0),
-        _run("warm_aotcache", 1, 5.0),
+        _run("warm_aotcache", 1, 5.0, frame_load_s=1.2, frame_hits=1),
+        _run("warm_aotcache_noframes", 1, 6.0),
     ]
 
 
@@ -88,7 +90,10 @@ def test_goals_and_table():
     }
     text = run.markdown(report)
     assert "| gpt_block | 1/2 | 40.00 (40.00-40.00) |" in text
-    assert "10.0x | 0.73x | all hit / all hit |" in text
+    assert "10.0x | 0.73x | 0.91x | all hit / all hit |" in text  # frames off: median 5.0 / 5.5
+    # the frames' load (median of 0.8 and 1.2) in its own column, between the graphs' load and the backend
+    assert "| gpt_block | warm_aotcache | 0.50 | 0.00 | 1.00 | 0.000 | 0.00 | 1.00 | 1.00 |" in text
+    assert "| gpt_block | warm_aotcache_noframes | 0.50 | 0.00 | 1.00 | 0.000 | 0.00 | 0.00 | 1.00 |" in text
     assert "**NOT met**" not in text
 
 
