@@ -97,6 +97,13 @@ def install_probes(probes: Probes, backend: str) -> None:
         probes.wrap(global_state, "config_state", "aotcache.config_state")
         probes.wrap(compiler, "load_serialized", "aotcache.deserialize")
         probes.wrap(AOTCompiledArtifact, "serialize", "aotcache.serialize")
+        # The frame cache's own work per frame (its key, its lookup, recording after a trace): outside the graph
+        # pipeline's INFO lines. The frame key of a process's first frame runs the vector-ISA probe (environment).
+        from aotcache.frames import hooks
+
+        probes.wrap(hooks, "_frame_of", "aotcache.frame_key")
+        probes.wrap(hooks, "_load", "aotcache.frame_lookup")
+        probes.wrap(hooks, "_record", "aotcache.frame_record")
 
 
 class AotcacheLog(logging.Handler):

@@ -72,6 +72,20 @@ def test_miss_overhead_counts_serialization_but_not_the_isa_probe():
     assert mo["share_incl_probe"] == pytest.approx(0.075)
 
 
+def test_miss_overhead_with_frames_counts_the_frame_cache_and_the_probe_once():
+    """With the frame cache on, the frame's key runs first and pays the vector-ISA probe; the graph's key then finds
+    it memoized. The frame cache's key, lookup and record are aotcache's overhead; the probe is not, wherever it ran."""
+    r = _run("cold_aotcache", 0, 42.0, key_s=0.3, miss_compile_s=20.1, miss_store_s=0.1, miss_total_s=20.5)
+    r["probes"]["seconds"].update(
+        {"aotcache.frame_key": 1.05, "aotcache.frame_lookup": 0.01, "aotcache.frame_record": 0.04}
+    )
+    mo = run.miss_overhead([r])
+    # added = 20.5 - 20.1 + 0.1 (serialize) + 1.1 (frames) - 1.0 (probe) = 0.6
+    assert mo["added_s"] == pytest.approx(0.6)
+    assert mo["share"] == pytest.approx(0.6 / 20.0)
+    assert mo["runs"][0]["key_s_excl_probe"] == pytest.approx(0.0)
+
+
 def test_goals_and_table():
     summaries = [run.summarize_model("gpt_block", _runs())]
     g = run.goals(summaries)
