@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import with_guard_log
+from conftest import loaded_guards_unmatched, with_guard_log
 
 HERE = Path(__file__).parent
 
@@ -120,3 +120,14 @@ def load_rows(root: Path, key: str, *files: str) -> dict[str, dict]:
                 row = json.loads(line)
                 found[row[key]] = row
     return found
+
+
+def check_loaded_guards(passes: dict[str, Any], min_loaded: int) -> None:
+    """Every guard set a warm process loaded from a frame entry equals one Dynamo built tracing the same code (source
+    by source, kind by kind; a content guard under the identity guard it replaced), and at least `min_loaded` were
+    loaded. A warm process may record a frame too (its guards failed on that process's state, so it traced): the
+    traces of every process count."""
+    logs = passes["guard_logs"]
+    loaded, unmatched = loaded_guards_unmatched(logs["warm"], logs["cold"] + logs["warm"])
+    assert loaded >= min_loaded, f"only {loaded} guard sets loaded (at least {min_loaded} expected)"
+    assert not unmatched, f"loaded guards that match no fresh trace: {unmatched}"

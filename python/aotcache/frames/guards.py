@@ -49,19 +49,15 @@ def portable(builder: Any, guard: Any) -> Any:
     derived = set(guard.guard_types or ())
     if kind not in IDENTITY_GUARDS and kind != "BUILTIN_MATCH" and (kind == "TYPE_MATCH" or not derived & _IDENTITY):
         return guard
+    import torch
+
     value = builder.get(guard)
-    if isinstance(value, _optimizer_class()):
+    if isinstance(value, torch.optim.Optimizer):
         raise OptimizerStep(f"{guard.name} is a {type(value).__qualname__} guarded by identity")
     description = content.describe(value)
     return dataclasses.replace(
         guard, create_fn=functools.partial(aotcache_content_match, kind, description), guard_types=None
     )
-
-
-def _optimizer_class() -> type:
-    import torch
-
-    return torch.optim.Optimizer
 
 
 def aotcache_content_match(kind: str, description: tuple, builder: Any, guard: Any) -> None:
@@ -196,7 +192,7 @@ def eval_sources(code: Any, f_locals: Any, f_globals: dict[str, Any]) -> tuple:
     subscript chain: a dict subclass's item reads `dict.__getitem__(d, list(dict.keys(d))[0])`, which an empty
     builtins scope rejected (every frame taking a Hugging Face ModelOutput, T5's and Whisper's generate among them,
     was refused, guards_reject_call)."""
-    return eval(code, {**_source_scope(), "L": f_locals, "G": f_globals})
+    return eval(code, _source_scope(), {"L": f_locals, "G": f_globals})  # the shared scope is only read
 
 
 @functools.cache
