@@ -2,12 +2,17 @@
 
 A suite names its worker program (several cases per process, one `<PREFIX> {json}` line per case on stdout) and the
 cases; `run_passes` runs them in fresh processes:
-  inductor  the uncached backend="inductor" reference                        } concurrently
-  cold      backend="aotcache" on an empty AOTCACHE_DIR                      }
-  (between) the suite's own step on the cold cache (the adversarial suite damages entries)
-  warm      backend="aotcache" on the cold pass's directory, in `warm_processes` processes (cases dealt out in turn)
-Each aotcache process writes the frame cache's guard log (conftest.with_guard_log). A process that dies takes its
-remaining cases with it: each becomes a row with an `exception`.
+  inductor       the uncached backend="inductor" reference                        } concurrently
+  cold           backend="aotcache" on an empty AOTCACHE_DIR                      }
+  (between)      the suite's own step on the cold cache (the adversarial suite damages entries)
+  warm           backend="aotcache" on the cold pass's directory, in `warm_processes` processes (cases dealt out in
+                 turn), the frame cache as the environment says (on by default)         } concurrently
+  warm_noframes  the same on a copy of that directory with the frame cache off          }
+                 (AOTCACHE_FRAMES=0): Dynamo traces, every graph goes through the graph pipeline; only when `warm`
+                 has frames on
+So every case is judged warm with frames on and off from one cold pass (the cold pass, a compile of everything, is
+most of the time). Each aotcache process writes the frame cache's guard log (conftest.with_guard_log). A process
+that dies takes its remaining cases with it: each becomes a row with an `exception`.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import concurrent.futures
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -23,9 +29,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import loaded_guards_unmatched, with_guard_log
+from conftest import frames_on, loaded_guards_unmatched, with_guard_log
 
 HERE = Path(__file__).parent
+
+
+def warm_labels() -> tuple[str, ...]:
+    """The warm passes `run_passes` runs in this environment (see the module's docstring)."""
+    return ("warm", "warm_noframes") if frames_on() else ("warm",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +93,8 @@ def run_passes(
     warm_processes: int,
     between: Callable[[Path], Any] | None = None,
 ) -> dict[str, Any]:
-    """The passes' rows ({"inductor"|"cold"|"warm": {case: row}}), with "out" (the workers' result files),
-    "between" (what `between(cache dir)` returned), "seconds" and "guard_logs" ({"cold"|"warm": [paths]})."""
+    """The passes' rows ({"inductor"|"cold"|"warm"|"warm_noframes": {case: row}}), with "out" (the workers' result
+    files), "between" (what `between(cache dir)` returned), "seconds" and "guard_logs" ({"cold"|"warm": [paths]})."""
     out = root / "out"
     out.mkdir(parents=True, exist_ok=True)
     env = pass_env(root)
@@ -96,18 +107,28 @@ def run_passes(
     t1 = time.monotonic()
     passes["between"] = between(root / "aotcache") if between else None
     shards = [s for s in (names[i::warm_processes] for i in range(warm_processes)) if s]
-    warm_logs = [root / f"guards-warm{i}.jsonl" for i in range(len(shards))]
-    with concurrent.futures.ThreadPoolExecutor(len(shards) or 1) as pool:
+    runs = []  # (label, process index, shard, environment, guard log)
+    for label in warm_labels():
+        label_env = env
+        if label == "warm_noframes":  # its own copy: the frames-on processes may record into theirs
+            # (and of the cases' private directories beside AOTCACHE_DIR: adversarial_cases.case_cache_dir)
+            for suffix in ("", ".cases"):
+                if (root / f"aotcache{suffix}").exists():
+                    shutil.copytree(root / f"aotcache{suffix}", root / f"aotcache-noframes{suffix}")
+            label_env = {**env, "AOTCACHE_DIR": str(root / "aotcache-noframes"), "AOTCACHE_FRAMES": "0"}
+        for i, shard in enumerate(shards):
+            log = root / f"guards-{label}{i}.jsonl"
+            runs.append((label, i, shard, with_guard_log(label_env, log), log))
+    with concurrent.futures.ThreadPoolExecutor(len(runs) or 1) as pool:
         futures = [
-            pool.submit(
-                run_worker, worker, "aotcache", "warm", shard, out, with_guard_log(env, log), root / f"warm{i}.log"
-            )
-            for i, (shard, log) in enumerate(zip(shards, warm_logs))
+            (label, pool.submit(run_worker, worker, "aotcache", label, shard, out, e, root / f"{label}{i}.log"))
+            for label, i, shard, e, _ in runs
         ]
-        passes["warm"] = {k: v for f in futures for k, v in f.result().items()}
+        for label in warm_labels():
+            passes[label] = {k: v for lab, f in futures if lab == label for k, v in f.result().items()}
     seconds = {"cold+inductor": t1 - t0, "warm": time.monotonic() - t1}
     (root / "seconds.json").write_text(json.dumps(seconds))
-    guard_logs = {"cold": [root / "guards-cold.jsonl"], "warm": warm_logs}
+    guard_logs = {"cold": [root / "guards-cold.jsonl"], "warm": [log for label, *_, log in runs if label == "warm"]}
     return {**passes, "out": out, "seconds": seconds, "guard_logs": guard_logs}
 
 

@@ -232,3 +232,28 @@ def test_content_guard_does_not_keep_the_matched_object_alive():
     assert check(changed)
     changed.width = 65  # the same object, changed: the fast path answers for the identity, as Dynamo's ID_MATCH
     assert check(changed)
+
+
+def test_generated_dataclass_init_pinned_through_its_class_with_one_referrer_scan(monkeypatch):
+    """A dataclass's generated __init__ (no source file) is pinned as an attribute of its importable class. The class
+    is the one dataclasses names the function after: found with one scan of the garbage collector's referrers (each
+    walks every object of the process; recording a Hugging Face model's frame inlines several such __init__s)."""
+    import gc
+
+    scans = []
+    real = gc.get_referrers
+    monkeypatch.setattr(gc, "get_referrers", lambda *objs: scans.append(objs) or real(*objs))
+    code = pgo.FrameStateSizeEntry.__init__.__code__
+    kind, spec = content.source_of(code)
+    assert kind == "<attr>"
+    module, qualname, attribute, digest = json.loads(spec)
+    assert (module, qualname, attribute) == ("torch._dynamo.pgo", "FrameStateSizeEntry", "__init__")
+    assert digest == content.code_digest(code) and content._generated_unchanged(spec)
+    assert len(scans) == 1
+
+    @__import__("dataclasses").dataclass
+    class Local:  # local to this function: no importable class holds its __init__
+        a: int
+
+    with pytest.raises(content.Unportable, match="generated and belongs to no importable class"):
+        content.source_of(Local.__init__.__code__)

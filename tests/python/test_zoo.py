@@ -4,9 +4,10 @@ Passes over the selected items (zoo_worker.py, several items per process):
   inductor  backend "inductor", torch's own caches off                    } concurrently
   cold      backend "aotcache" on an empty AOTCACHE_DIR                   }
   warm      backend "aotcache" on the cold pass's directory, one process, the items in the cold pass's order
+  warm_noframes   the same with the frame cache off, on a copy of that directory (when frames are on: the default)
 Per item: no exception in any pass; the cold and warm processes count every Dynamo graph once (hit, miss or bypass),
-no errors, no internal errors, bypasses only with a documented reason (README "What is cached, what bypasses"); warm:
-no miss (every graph hits or bypasses); cold == warm bitwise; cold == inductor bitwise (generated tokens equal).
+no errors, no internal errors, bypasses only with a documented reason (README "What is cached, what bypasses"); each
+warm: no miss (every graph hits or bypasses), == cold bitwise; cold == inductor bitwise (generated tokens equal).
 
 Items: AOTCACHE_ZOO (unset or `ci`: zoo_models.CI_ITEMS, what `make test` and CI run, 3-6 minutes on 2 cores; `off`:
 the passes are skipped; `all`: every item, `make zoo`, about 20 minutes; or a list such as
@@ -117,10 +118,11 @@ def frame_adjusted(row: dict) -> tuple[int, int, dict]:
 
 
 def counter_problems(row: dict, reference: dict, label: str) -> list[str]:
-    """What is wrong with the counters of the `label` (cold or warm) aotcache process of an item."""
+    """What is wrong with the counters of the `label` (cold, warm or warm_noframes) aotcache process of an item."""
     if "exception" in row:
         return ["exception"]
     p = []
+    warm = label.startswith("warm")
     h, m, b = row["hits"], row["misses"], row["bypasses"]
     graphs, breaks, frames = frame_adjusted(row)
     ref = reference.get("dynamo")
@@ -141,7 +143,7 @@ def counter_problems(row: dict, reference: dict, label: str) -> list[str]:
     undocumented = set(row["bypass_reasons"]) - DOCUMENTED_BYPASSES
     if undocumented:
         p.append(f"bypass reasons not documented: {sorted(undocumented)}")
-    if label == "warm" and m:
+    if warm and m:
         p.append(f"{m} misses (expected every graph to hit or bypass) {row['miss_reasons']}")
     frame_reasons = {k.split(".", 1)[1] for k in frames if k.startswith("bypass.")}
     if frame_reasons - DOCUMENTED_FRAME_BYPASSES:
@@ -150,7 +152,7 @@ def counter_problems(row: dict, reference: dict, label: str) -> list[str]:
     # Dynamo guards is the same), or not frame-cacheable for a documented reason (it misses, traces, bypasses).
     misses = {k: v for k, v in frames.items() if k.startswith("miss.")}
     unexplained = misses.get("miss.no_entry", 0) > frames.get("bypasses", 0)
-    if label == "warm" and (unexplained or set(misses) - {"miss.no_entry"}):
+    if warm and (unexplained or set(misses) - {"miss.no_entry"}):
         p.append(f"{frames['misses']} frames traced, {frames.get('bypasses', 0)} not frame-cacheable {misses}")
     return p
 
@@ -160,23 +162,30 @@ class Verdict:
     item: str
     rows: dict[str, dict]
     exceptions: list[str]
-    warm_vs_cold: list[str]
+    warm_vs_cold: dict[str, list[str]]  # by warm pass (warm, warm_noframes)
     cold_vs_inductor: list[str]
     cold: list[str]
-    warm: list[str]
+    warm: dict[str, list[str]]  # by warm pass
 
     def __repr__(self) -> str:  # pytest prints the fixture's value on a failure: keep it short
         return f"Verdict({self.item}: {'ok' if self.ok else 'FAIL'})"
 
     @property
     def ok(self) -> bool:
-        return not (self.exceptions or self.warm_vs_cold or self.cold_vs_inductor or self.cold or self.warm)
+        return not (
+            self.exceptions
+            or any(self.warm_vs_cold.values())
+            or self.cold_vs_inductor
+            or self.cold
+            or any(self.warm.values())
+        )
 
 
 def judge(passes: dict[str, Any], items: list[str]) -> dict[str, Verdict]:
+    warm_labels = [label for label in ("warm", "warm_noframes") if label in passes]
     verdicts = {}
     for item in items:
-        rows = {label: passes[label].get(item, {"exception": "no row"}) for label in ("inductor", "cold", "warm")}
+        rows = {label: passes[label].get(item, {"exception": "no row"}) for label in ("inductor", "cold", *warm_labels)}
         model, workload = item.split(":")
         results = {}
         for label in rows:
@@ -186,10 +195,10 @@ def judge(passes: dict[str, Any], items: list[str]) -> dict[str, Verdict]:
             item,
             rows,
             [f"{label}: {row['exception']}" for label, row in rows.items() if "exception" in row],
-            differences(results["cold"], results["warm"]),
+            {label: differences(results["cold"], results[label]) for label in warm_labels},
             differences(results["inductor"], results["cold"]),
             counter_problems(rows["cold"], rows["inductor"], "cold"),
-            counter_problems(rows["warm"], rows["inductor"], "warm"),
+            {label: counter_problems(rows[label], rows["inductor"], label) for label in warm_labels},
         )
     return verdicts
 
@@ -219,23 +228,24 @@ def _seconds(row: dict) -> str:
 
 def table(verdicts: dict[str, Verdict], passes: dict[str, Any]) -> str:
     lines = [
-        "| model | workload | warm hits (h/m/b) | warm frames (h/m/b) | cold hits (h/m/b) "
-        "| bitwise (warm=cold=inductor) | cold s | warm s | inductor s | result |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | workload | warm hits (h/m/b) | warm frames (h/m/b) | warm, frames off (h/m/b) | cold hits (h/m/b) "
+        "| bitwise (warm=cold=inductor) | cold s | warm s | warm, frames off s | inductor s | result |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for item, v in verdicts.items():
         model, workload = item.split(":")
         problems = [f"exception in {', '.join(x.split(':', 1)[0] for x in v.exceptions)}"] if v.exceptions else []
         problems += ["cold: " + "; ".join(v.cold)] if v.cold else []
-        problems += ["warm: " + "; ".join(v.warm)] if v.warm else []
-        problems += ["warm != cold"] if v.warm_vs_cold else []
+        problems += [f"{label}: " + "; ".join(found) for label, found in v.warm.items() if found]
+        problems += [f"{label} != cold" for label, found in v.warm_vs_cold.items() if found]
         problems += ["cold != inductor"] if v.cold_vs_inductor else []
-        bitwise = "yes" if not (v.warm_vs_cold or v.cold_vs_inductor) else "NO"
+        bitwise = "yes" if not (any(v.warm_vs_cold.values()) or v.cold_vs_inductor) else "NO"
         r = v.rows
+        off = r.get("warm_noframes", {})
         lines.append(
-            f"| {model} | {workload} | {_counts(r['warm'])} | {_frame_counts(r['warm'])} | {_counts(r['cold'])} "
-            f"| {bitwise} | "
-            f"{_seconds(r['cold'])} | {_seconds(r['warm'])} | {_seconds(r['inductor'])} | "
+            f"| {model} | {workload} | {_counts(r['warm'])} | {_frame_counts(r['warm'])} | "
+            f"{_counts(off) if off else '-'} | {_counts(r['cold'])} | {bitwise} | "
+            f"{_seconds(r['cold'])} | {_seconds(r['warm'])} | {_seconds(off)} | {_seconds(r['inductor'])} | "
             f"{'ok' if v.ok else 'FAIL: ' + ' / '.join(problems)} |"
         )
     failed = sum(not v.ok for v in verdicts.values())
@@ -255,10 +265,10 @@ def details(verdicts: dict[str, Verdict]) -> str:
             continue
         parts.append(f"== {item}")
         parts += [f"  exception {x[:1500]}" for x in v.exceptions]
-        parts += [f"  warm vs cold: {d}" for d in v.warm_vs_cold[:6]]
+        parts += [f"  {label} vs cold: {d}" for label, found in v.warm_vs_cold.items() for d in found[:6]]
         parts += [f"  cold vs inductor: {d}" for d in v.cold_vs_inductor[:6]]
-        parts += [f"  cold: {d}" for d in v.cold] + [f"  warm: {d}" for d in v.warm]
-        for label in ("cold", "warm"):
+        parts += [f"  cold: {d}" for d in v.cold] + [f"  {label}: {d}" for label, fs in v.warm.items() for d in fs]
+        for label in ("cold", *v.warm):
             for w in v.rows[label].get("warnings", [])[:3]:
                 parts.append(f"  {label} warning: {w[:600]}")
     return "\n".join(parts)
@@ -308,15 +318,17 @@ def test_cold_counts_every_graph(verdicts, item):
 
 
 @needs_zoo
+@pytest.mark.parametrize("label", pass_runner.warm_labels())
 @pytest.mark.parametrize("item", ITEMS)
-def test_warm_hits_every_graph(verdicts, item):
-    assert not verdicts[item].warm, (verdicts[item].warm, verdicts[item].rows["warm"].get("warnings"))
+def test_warm_hits_every_graph(verdicts, item, label):
+    assert not verdicts[item].warm[label], (verdicts[item].warm[label], verdicts[item].rows[label].get("warnings"))
 
 
 @needs_zoo
+@pytest.mark.parametrize("label", pass_runner.warm_labels())
 @pytest.mark.parametrize("item", ITEMS)
-def test_warm_equals_cold_bitwise(verdicts, item):
-    assert not verdicts[item].warm_vs_cold, verdicts[item].warm_vs_cold
+def test_warm_equals_cold_bitwise(verdicts, item, label):
+    assert not verdicts[item].warm_vs_cold[label], verdicts[item].warm_vs_cold[label]
 
 
 @needs_zoo

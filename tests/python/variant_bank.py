@@ -6,7 +6,9 @@ cache; B, on the same cache, must hit (the change cannot alter the compiled code
 
 The same pair runs on two sides:
 - "aotcache": torch.compile(backend="aotcache"), AOTCACHE_DIR fresh per pair, Inductor's kernel directory shared
-  by all pairs (as on one machine); this side is asserted by tests/python/test_variant_bank.py.
+  by all pairs (as on one machine); this side is asserted by tests/python/test_variant_bank.py. With the frame cache
+  on (the default), B runs twice from A's cache: as the environment says, and with the frame cache off
+  (AOTCACHE_FRAMES=0, B_noframes, from its own copy of the directory A left); both must do what the case says.
 - "torch": torch.compile(backend="inductor") with torch's own local AOTAutograd + FX graph caches on and a fresh
   TORCHINDUCTOR_CACHE_DIR per pair; its verdict is only recorded (scripts/variant_bank_report.py).
 
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from conftest import frames_on
 
 # --- the model script ------------------------------------------------------------------------------------------
 
@@ -449,6 +453,8 @@ class PairResult:
     seconds: float
     shared_a: bool = False
     """A was the one run of an A that several pairs share; this pair started from a copy of its cache."""
+    b_noframes: ProcResult | None = None
+    """B again with the frame cache off, from a copy of the directory A left (aotcache side, frames on)."""
 
     def verdict(self) -> str:
         """What B did: "hit", "miss", "bypass", "error" (a process failed), or "mixed"; "n/a" where not applicable."""
@@ -479,34 +485,36 @@ class PairResult:
 
     def problems(self) -> list[str]:
         """Why this pair does not show what the case says (aotcache side); empty when it does."""
+        procs = [("A", self.a), ("B", self.b)] + ([("B_noframes", self.b_noframes)] if self.b_noframes else [])
         out = []
-        for label, p in (("A", self.a), ("B", self.b)):
+        for label, p in procs:
             if p.returncode != 0 or p.result is None:
                 out.append(f"process {label} failed (rc {p.returncode}):\n{p.output[-4000:]}")
         if out:
             return out
-        sa, sb = self.a.stats, self.b.stats
+        sa = self.a.stats
         if (sa.get("hits"), sa.get("bypasses"), sa.get("errors")) != (0, 0, 0) or sa.get("misses", 0) < 1:
             out.append(f"A must compile and store (misses>=1, nothing else): {_brief(sa)}")
-        if sb.get("bypasses") or sb.get("errors"):
-            out.append(f"B bypassed or failed: {_brief(sb)}")
-        for label, st in (("A", sa), ("B", sb)):
-            internal = {k: v for k, v in (st.get("frames") or {}).items() if k.startswith("internal_error")}
+        for label, p in procs:
+            internal = {k: v for k, v in (p.stats.get("frames") or {}).items() if k.startswith("internal_error")}
             if internal:
                 out.append(f"{label}: frame cache internal errors {internal}")
-        want = self.case.expected
-        if want == "hit" and (sb.get("hits"), sb.get("misses")) != (1, 0):
-            out.append(f"B must hit (hits==1, misses==0): {_brief(sb)}")
-        if want == "miss" and (sb.get("hits") != 0 or sb.get("misses", 0) < 1):
-            out.append(f"B must miss (misses>=1, hits==0): {_brief(sb)}")
-        for label, p in (("A", self.a), ("B", self.b)):
             diff = eager_difference(p.tensors)
             if diff > self.case.eager_atol:
                 out.append(f"{label}'s compiled output differs from its eager output by {diff}")
-        if want == "hit" and self.case.same_result:
-            diff = bitwise_difference(self.a.tensors, self.b.tensors)
-            if diff:
-                out.append(f"B's results are not bitwise A's: {diff}")
+        want = self.case.expected
+        for label, p in procs[1:]:
+            sb = p.stats
+            if sb.get("bypasses") or sb.get("errors"):
+                out.append(f"{label} bypassed or failed: {_brief(sb)}")
+            if want == "hit" and (sb.get("hits"), sb.get("misses")) != (1, 0):
+                out.append(f"{label} must hit (hits==1, misses==0): {_brief(sb)}")
+            if want == "miss" and (sb.get("hits") != 0 or sb.get("misses", 0) < 1):
+                out.append(f"{label} must miss (misses>=1, hits==0): {_brief(sb)}")
+            if want == "hit" and self.case.same_result:
+                diff = bitwise_difference(self.a.tensors, p.tensors)
+                if diff:
+                    out.append(f"{label}'s results are not bitwise A's: {diff}")
         return out
 
 
@@ -635,8 +643,21 @@ class Bank:
             shutil.copytree(a_dir / "aotcache", pair_dir / "aotcache")
         else:
             a = _run_proc("A", case.a, side, pair_dir, env)
+        b_noframes = None
+        if side == "aotcache" and frames_on(env):  # B with frames off too, from its own copy of what A left
+            shutil.copytree(pair_dir / "aotcache", pair_dir / "aotcache-noframes")
+            off = {**env, "AOTCACHE_DIR": str(pair_dir / "aotcache-noframes"), "AOTCACHE_FRAMES": "0"}
+            b_noframes = _run_proc("B_noframes", case.b, side, pair_dir, off)
         b = _run_proc("B", case.b, side, pair_dir, env)
-        return PairResult(case, side, a, b, time.perf_counter() - t0, shared_a=self.share_a and side == "aotcache")
+        return PairResult(
+            case,
+            side,
+            a,
+            b,
+            time.perf_counter() - t0,
+            shared_a=self.share_a and side == "aotcache",
+            b_noframes=b_noframes,
+        )
 
     def _shared_a(self, case: Case, side: str) -> tuple[ProcResult, Path]:
         script = render(case.a.subs, backend=_BACKEND[side])
