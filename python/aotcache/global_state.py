@@ -231,6 +231,13 @@ def user_state(salt: str) -> dict[str, Any]:
     return {"salt": salt}
 
 
+# Dynamo config fields that are paths of this process, not inputs of tracing (torch marks both compile_ignored: debug
+# and leaves them out of its own config comparisons): debug_dir_root defaults to the working directory's
+# torch_compile_debug, base_dir to torch's install directory. Keyed, they made a frame miss in every other working
+# directory (or virtual environment location) while its graphs hit.
+_FRAME_CONFIG_PATHS = {"dynamo": ("debug_dir_root", "base_dir")}
+
+
 def frame_config() -> dict[str, Any]:
     """Dynamo's and torch.compiler's configs, for the key of a frame entry: they decide what tracing produces. A
     value that is not plain enters as its repr (an address in it only costs hits, never soundness)."""
@@ -247,6 +254,7 @@ def frame_config() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, module in (("dynamo", torch._dynamo.config), ("compiler", torch.compiler.config)):
         fields = module.save_config_portable(ignore_private_configs=False)
-        out[name] = {k: plain(v) for k, v in sorted(fields.items())}
+        skip = _FRAME_CONFIG_PATHS.get(name, ())
+        out[name] = {k: plain(v) for k, v in sorted(fields.items()) if k not in skip}
     out["python"] = sys.version  # bytecode and the standard library Dynamo inlines: the exact version
     return out

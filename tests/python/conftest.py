@@ -48,13 +48,16 @@ def cache_dir(tmp_path) -> Path:
 class FreshProcess:
     """A workload running in a new interpreter; `result()` waits for it and parses its RESULT line."""
 
-    def __init__(self, workload: str, out: Path, flags: tuple[str, ...], env: dict, expect_ok: bool):
+    def __init__(
+        self, workload: str, out: Path, flags: tuple[str, ...], env: dict, expect_ok: bool, cwd: Path | None = None
+    ):
         self.workload, self.out, self.expect_ok = workload, out, expect_ok
         self.stdout_path, self.stderr_path = out.with_suffix(".stdout"), out.with_suffix(".stderr")
         with open(self.stdout_path, "w") as stdout, open(self.stderr_path, "w") as stderr:
             self.proc = subprocess.Popen(
                 [sys.executable, str(HERE / "workloads.py"), workload, str(out), *flags],
                 env=env,
+                cwd=cwd,
                 stdout=stdout,
                 stderr=stderr,
                 text=True,
@@ -93,12 +96,14 @@ class FreshProcess:
 
 @pytest.fixture
 def spawn_fresh(tmp_path, cache_dir, inductor_dir):
-    """spawn_fresh(workload, *flags, env={...}) -> FreshProcess, started in a new interpreter against `cache_dir`
-    (several may run at once)."""
+    """spawn_fresh(workload, *flags, env={...}, cwd=None) -> FreshProcess, started in a new interpreter against
+    `cache_dir` (several may run at once)."""
     counter = iter(range(1000))
     started: list[FreshProcess] = []
 
-    def spawn(workload: str, *flags: str, env: dict | None = None, expect_ok: bool = True) -> FreshProcess:
+    def spawn(
+        workload: str, *flags: str, env: dict | None = None, expect_ok: bool = True, cwd: Path | None = None
+    ) -> FreshProcess:
         out = tmp_path / f"run{next(counter)}.pt"
         full_env = dict(os.environ)
         full_env.update(
@@ -109,7 +114,7 @@ def spawn_fresh(tmp_path, cache_dir, inductor_dir):
             }
         )
         full_env.update(env or {})
-        started.append(FreshProcess(workload, out, flags, full_env, expect_ok))
+        started.append(FreshProcess(workload, out, flags, full_env, expect_ok, cwd))
         return started[-1]
 
     yield spawn
@@ -121,10 +126,12 @@ def spawn_fresh(tmp_path, cache_dir, inductor_dir):
 
 @pytest.fixture
 def run_fresh(spawn_fresh):
-    """run_fresh(workload, *flags, env={...}) -> RunResult, in a new interpreter against `cache_dir`."""
+    """run_fresh(workload, *flags, env={...}, cwd=None) -> RunResult, in a new interpreter against `cache_dir`."""
 
-    def run(workload: str, *flags: str, env: dict | None = None, expect_ok: bool = True) -> RunResult:
-        return spawn_fresh(workload, *flags, env=env, expect_ok=expect_ok).result()
+    def run(
+        workload: str, *flags: str, env: dict | None = None, expect_ok: bool = True, cwd: Path | None = None
+    ) -> RunResult:
+        return spawn_fresh(workload, *flags, env=env, expect_ok=expect_ok, cwd=cwd).result()
 
     return run
 

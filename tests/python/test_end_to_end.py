@@ -42,6 +42,21 @@ def test_cross_process_miss_then_hit_training(run_fresh, cache_dir):
     assert warm.stats["isa_probe"] == {"remembered": cold.stats["isa_probe"]["probed"]}
 
 
+def test_another_working_directory_hits_graph_and_frame(run_fresh, tmp_path):
+    """A process started in another working directory (Dynamo's debug_dir_root follows it) is served everything the
+    first stored: the graph, and with frames on the frame too (the frame key left the path out; it missed before)."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    cold = run_fresh("mlp", cwd=first)
+    assert (cold.stats["hits"], cold.stats["misses"]) == (0, 1)
+    warm = run_fresh("mlp", cwd=second)
+    assert (warm.stats["hits"], warm.stats["misses"], warm.stats["bypasses"]) == (1, 0, 0)
+    if frames_on():
+        assert warm.stats["frames"].get("hits") == 1, warm.stats["frames"]
+    assert_bitwise_equal(cold.tensors, warm.tensors)
+
+
 def test_gpt_training_and_inference_graphs_both_hit(run_fresh):
     """A training step and a no_grad inference call are two graphs; both are cached, neither becomes dynamic."""
     cold = run_fresh("gpt")
