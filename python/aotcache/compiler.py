@@ -17,6 +17,7 @@ import torch
 import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
 
+from aotcache import wrapper_loading
 from aotcache.errors import Bypass
 
 
@@ -155,11 +156,13 @@ def compile_serializable(
     return artifact, payload
 
 
-def load_serialized(payload: bytes) -> Callable[..., Any]:
-    """The callable of a stored payload: no AOTAutograd tracing, no Inductor lowering."""
+def load_serialized(payload: bytes, wrapper_bindings: Any = None) -> Callable[..., Any]:
+    """The callable of a stored payload: no AOTAutograd tracing, no Inductor lowering. With the entry's
+    `wrapper_bindings` record, without importing Inductor's compiler either (wrapper_loading.py)."""
     from torch._inductor.standalone_compile import AOTCompiledArtifact
 
-    return AOTCompiledArtifact.deserialize(payload)
+    with wrapper_loading.loading(wrapper_loading.Bindings.decode(wrapper_bindings)):
+        return AOTCompiledArtifact.deserialize(payload)
 
 
 def compile_plain(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, Any]) -> Callable:

@@ -72,6 +72,10 @@ class Settings:
     kernels: bool = True
     """Carry the compiled C++ kernels in entries and install them on a hit on a machine of the same build
     (`kernels.py`). `AOTCACHE_KERNELS=0` turns it off."""
+    light_load: bool = True
+    """Load a hit without importing Inductor's compiler: the generated wrappers' imports are bound from a record
+    checked when the graph was compiled (`wrapper_loading.py`). `AOTCACHE_LIGHT_LOAD=0` turns it off (torch's own
+    load path)."""
     isa_probe_memo: bool = True
     """Answer Inductor's vector-ISA probe from a per-machine memo in the cache directory (`isa_probe.py`).
     `AOTCACHE_ISA_PROBE_MEMO=0` turns it off."""
@@ -216,6 +220,7 @@ def _from_environment(remote_urls: str | None = None) -> Settings:
         kernels=_env_bool("AOTCACHE_KERNELS", True),
         frames=_env_bool("AOTCACHE_FRAMES", True),
         isa_probe_memo=_env_bool("AOTCACHE_ISA_PROBE_MEMO", True),
+        light_load=_env_bool("AOTCACHE_LIGHT_LOAD", True),
         eviction=_env_or_default("AOTCACHE_EVICTION", _eviction, DEFAULT_EVICTION, "eviction_config"),
         signing_key=signing_key,
         accepted_keys=accepted_keys,
@@ -263,6 +268,7 @@ def configure(
     kernels: bool | None = None,
     eviction: str | None = None,
     frames: bool | None = None,
+    light_load: bool | None = None,
 ) -> Settings:
     """Overrides settings for this process; `None` leaves a setting as it is. `remote=""` turns the remote tier off;
     the other remote_* options apply whether the URLs come from `remote=` or from AOTCACHE_REMOTE. Durations take
@@ -312,6 +318,7 @@ def configure(
             ("kernels", kernels),
             ("eviction", eviction),
             ("frames", frames),
+            ("light_load", light_load),
         ):
             if value is not None:
                 _overrides[name] = os.path.abspath(os.path.expanduser(value)) if name == "cache_dir" else value

@@ -27,6 +27,7 @@ class RunResult:
     log: list[str]
     stdout: str
     cxx_builds: int = 0  # C++ compiler runs of Inductor (kernels, headers, probes) in the process
+    compiler_modules: list[str] = dataclasses.field(default_factory=list)  # Inductor compiler modules it imported
 
     def log_lines(self, kind: str) -> list[str]:
         """The aotcache INFO/WARNING lines, e.g. kind='hit'."""
@@ -91,6 +92,7 @@ class FreshProcess:
             log=[ln for ln in stdout.splitlines() if ln.startswith("LOG ")],
             stdout=stdout + stderr,
             cxx_builds=data.get("cxx_builds", 0),
+            compiler_modules=data.get("compiler_modules", []),
         )
 
 

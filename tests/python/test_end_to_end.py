@@ -8,6 +8,7 @@ import os
 import pytest
 
 from conftest import assert_bitwise_equal, cli, frames_on, graph_keys
+from workloads import INDUCTOR_COMPILER_MODULES
 
 
 def _graph_entries(cache_dir) -> list[dict]:
@@ -58,13 +59,21 @@ def test_another_working_directory_hits_graph_and_frame(run_fresh, tmp_path):
 
 
 def test_gpt_training_and_inference_graphs_both_hit(run_fresh):
-    """A training step and a no_grad inference call are two graphs; both are cached, neither becomes dynamic."""
+    """A training step and a no_grad inference call are two graphs; both are cached, neither becomes dynamic. The
+    warm process loads them without importing Inductor's compiler (wrapper_loading.py); with that path off, torch's
+    load path imports it and the results are the same."""
     cold = run_fresh("gpt")
     assert (cold.stats["misses"], cold.stats["bypasses"], cold.stats["errors"]) == (2, 0, 0), cold.stdout
+    assert cold.compiler_modules == sorted(INDUCTOR_COMPILER_MODULES)
     warm = run_fresh("gpt")
     assert (warm.stats["hits"], warm.stats["misses"], warm.stats["bypasses"]) == (2, 0, 0), warm.stdout
     assert warm.aot_autograd == {}
+    assert warm.compiler_modules == []
     assert_bitwise_equal(cold.tensors, warm.tensors)
+    torch_path = run_fresh("gpt", env={"AOTCACHE_LIGHT_LOAD": "0"})
+    assert (torch_path.stats["hits"], torch_path.stats["misses"]) == (2, 0), torch_path.stdout
+    assert torch_path.compiler_modules == sorted(INDUCTOR_COMPILER_MODULES)
+    assert_bitwise_equal(cold.tensors, torch_path.tensors)
 
 
 @pytest.mark.parametrize(

@@ -107,6 +107,15 @@ def _barrier(directory: str, count: str, timeout: float = 300) -> None:
         time.sleep(0.01)
 
 
+# Inductor's compiler (lowering, kernel templates, code generators): a compile imports them; a warm hit need not
+# (aotcache.wrapper_loading).
+INDUCTOR_COMPILER_MODULES = (
+    "torch._inductor.graph",
+    "torch._inductor.select_algorithm",
+    "torch._inductor.codegen.memory_planning",
+    "torch._inductor.lowering",
+)
+
 WORKLOADS = {"mlp": mlp, "gpt": gpt, "python_function": python_function, "shapes": shapes}
 
 
@@ -145,6 +154,7 @@ def main() -> None:
                 "aot_autograd": dict(counters["aot_autograd"]),
                 "inductor": dict(counters["inductor"]),
                 "cxx_builds": len(cxx_builds),
+                "compiler_modules": sorted(m for m in INDUCTOR_COMPILER_MODULES if m in sys.modules),
             }
         )
     )

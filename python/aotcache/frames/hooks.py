@@ -402,10 +402,12 @@ def _global_value(frame: _Frame, spec: dict[str, Any], loaded: list[dict[str, in
         if found is None:
             return None
         t0 = time.perf_counter()
-        with kernels.installed(found.kernels, frame.cfg.kernels) as delta:
-            fn = compiler.load_serialized(found.payload)
-        # The graph is served from the cache: a hit, as if Dynamo had traced it and the backend had found it.
         metadata = found.metadata if isinstance(found.metadata, dict) else {}
+        with kernels.installed(found.kernels, frame.cfg.kernels) as delta:
+            fn = compiler.load_serialized(
+                found.payload, metadata.get("wrapper_bindings") if frame.cfg.light_load else None
+            )
+        # The graph is served from the cache: a hit, as if Dynamo had traced it and the backend had found it.
         saved_us = int(1e6 * float(metadata.get("compile_seconds", 0.0)))
         load_us = int(1e6 * (time.perf_counter() - t0))
         loaded.append({**delta, "hits": 1, "bytes_read": len(found.payload), "load_us": load_us, "saved_us": saved_us})

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from aotcache import _core, symbolic
+from aotcache import _core, symbolic, wrapper_loading
 from aotcache.errors import Bypass
 from aotcache.pipeline import outcome
 from aotcache.pipeline.compiling import Compiled
@@ -31,13 +31,17 @@ def persist(req: CompileRequest, keyed: Keyed, compiled: Compiled, found: Found)
 
 
 def _metadata(compiled: Compiled) -> dict[str, Any]:
-    return {
+    metadata: dict[str, Any] = {
         "compile_seconds": compiled.seconds,
         "created_unix": int(time.time()),
         "producer": f"aotcache {_core.__version__}",
         "torch": str(torch.__version__),
         "payload_kind": "inductor_aot_artifact",
     }
+    bindings = wrapper_loading.recorded_bindings()
+    if bindings is not None:
+        metadata["wrapper_bindings"] = bindings
+    return metadata
 
 
 def _persist_static(req: CompileRequest, keyed: Keyed, compiled: Compiled, writable: bool) -> None:

@@ -1,0 +1,271 @@
+"""Loading a stored graph without importing Inductor's compiler. On a hit, torch's load path imports
+`torch._inductor.graph` (to read a test hook) and each generated wrapper module imports
+`torch._inductor.select_algorithm` (for `extern_kernels`) and `torch._inductor.codegen.memory_planning` (for
+`_align`). Those pull in lowering, the kernel templates and the code generators: about 0.3 s of a 1.1 s warm start
+(docs/wrapper-bindings.md has the format and the measurements).
+
+- **Record** (after a compile, `recorded_bindings()`): the wrapper names whose objects are reachable from `torch`
+  without those imports, each checked by identity in the compiling process (`extern_kernels.mm is torch.mm`,
+  `memory_planning._align is torch._inductor.utils._align`). Stored as the entry's `wrapper_bindings` metadata
+  field, covered by the entry's checksum and signature.
+- **Load** (`loading(bindings)` around the deserialization of that entry): the wrappers' two top-level import
+  statements are left out and their names bound from the record instead; `extern_kernels` is a namespace of the
+  recorded kernels that looks any other name up in Inductor's own (importing it then). Torch's hit post-processing
+  runs without its `torch._inductor.graph` import. Torch's own code runs instead wherever this path would differ:
+  that module already imported (its test hook may be set), a Triton bundle, structured tracing, output-code
+  logging, the bundled autotune cache, provenance tracking.
+
+The two torch functions are replaced once, by pass-throughs that take the light path only inside `loading()` on
+the same thread; everywhere else they call torch's originals. `AOTCACHE_LIGHT_LOAD=0` turns the path off.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import logging
+import re
+import sys
+import threading
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+log = logging.getLogger("aotcache")
+
+FORMAT_VERSION = 1
+
+# The import statements a wrapper module opens with that the record replaces: (module, name, bound as) -> the key of
+# the record that binds it.
+_REPLACED_IMPORTS = {
+    ("torch._inductor.select_algorithm", "extern_kernels", "extern_kernels"): "extern_kernels",
+    ("torch._inductor.codegen.memory_planning", "_align", "align"): "align",
+}
+_ALIGN_PATH = "torch._inductor.utils._align"
+
+
+# The paths a record may name: a torch function, an operator packet, or `_align`. Nothing else is looked up.
+_KERNEL_PATH = re.compile(r"torch\.(ops\.[A-Za-z_]\w*\.)?[A-Za-z_]\w*")
+
+
+def _resolve(path: str) -> Any:
+    """The object at a `torch.` path of the shapes above, by attribute lookups only (nothing imported); raises
+    AttributeError."""
+    if not (_KERNEL_PATH.fullmatch(path) or path == _ALIGN_PATH) or "__" in path:
+        raise AttributeError(f"not a kernel path: {path!r}")
+    obj: Any = torch
+    for part in path.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def _torch_path(name: str, obj: Any) -> str | None:
+    """A `torch.` path whose object is `obj` (checked by identity), or None."""
+    candidates = [f"torch.{name}"]
+    own_name = getattr(obj, "__name__", None)
+    if isinstance(own_name, str) and own_name.isidentifier():
+        candidates.append(f"torch.{own_name}")
+    qualified = getattr(obj, "_qualified_op_name", None)  # an operator packet: torch.ops.<namespace>.<name>
+    if isinstance(qualified, str) and qualified.count("::") == 1:
+        candidates.append("torch.ops." + qualified.replace("::", "."))
+    for path in candidates:
+        try:
+            if _resolve(path) is obj:
+                return path
+        except Exception:
+            continue
+    return None
+
+
+def recorded_bindings() -> str | None:
+    """The record of this process (canonical JSON), for the entry of a graph compiled in it; None when Inductor's
+    modules are not loaded here (nothing to check against): such an entry loads through torch's path."""
+    select_algorithm = sys.modules.get("torch._inductor.select_algorithm")
+    memory_planning = sys.modules.get("torch._inductor.codegen.memory_planning")
+    if select_algorithm is None or memory_planning is None:
+        return None
+    try:
+        kernels = {}
+        for name, obj in sorted(vars(select_algorithm.extern_kernels).items()):
+            path = _torch_path(name, obj) if name.isidentifier() else None
+            if path is not None:
+                kernels[name] = path
+        record: dict[str, Any] = {"version": FORMAT_VERSION, "extern_kernels": kernels}
+        if getattr(memory_planning, "_align", None) is _resolve(_ALIGN_PATH):
+            record["align"] = _ALIGN_PATH
+        return json.dumps(record, sort_keys=True, separators=(",", ":"))
+    except Exception:  # a torch whose modules have another shape: no record, torch's path
+        log.debug("cannot record the wrapper bindings", exc_info=True)
+        return None
+
+
+class ExternKernels(types.SimpleNamespace):
+    """Stands for `torch._inductor.select_algorithm.extern_kernels` in a wrapper module: the recorded kernels as
+    attributes; any other name is looked up in Inductor's namespace (importing it)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        from torch._inductor.select_algorithm import extern_kernels
+
+        return getattr(extern_kernels, name)
+
+
+class Bindings:
+    """A decoded record: the values that stand for the wrapper imports it covers."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    @classmethod
+    def decode(cls, text: Any) -> Bindings | None:
+        """None for a missing, unknown-version or unresolvable record (the entry then loads through torch's path)."""
+        if not isinstance(text, str):
+            return None
+        try:
+            record = json.loads(text)
+            if not isinstance(record, dict) or record.get("version") != FORMAT_VERSION:
+                return None
+            values: dict[str, Any] = {}
+            kernels = record.get("extern_kernels")
+            if isinstance(kernels, dict):
+                values["extern_kernels"] = ExternKernels(
+                    **{name: _resolve(path) for name, path in kernels.items() if name.isidentifier()}
+                )
+            if record.get("align") == _ALIGN_PATH:
+                values["align"] = _resolve(_ALIGN_PATH)
+            return cls(values)
+        except Exception:
+            log.debug("unusable wrapper bindings %r", text, exc_info=True)
+            return None
+
+    def rewrite(self, source: str, path: str) -> tuple[types.CodeType, dict[str, Any]] | None:
+        """(code, names to bind before running it) for a wrapper's source with the covered top-level imports left
+        out; None when the source has none of them."""
+        tree = ast.parse(source, path)
+        prebound: dict[str, Any] = {}
+        body = []
+        for stmt in tree.body:
+            if isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and len(stmt.names) == 1:
+                alias = stmt.names[0]
+                bound_as = alias.asname or alias.name
+                key = _REPLACED_IMPORTS.get((stmt.module or "", alias.name, bound_as))
+                if key is not None and key in self.values:
+                    prebound[bound_as] = self.values[key]
+                    continue
+            body.append(stmt)
+        if not prebound:
+            return None
+        tree.body = body
+        return compile(tree, path, "exec", dont_inherit=True), prebound
+
+
+_active = threading.local()
+
+
+@contextlib.contextmanager
+def loading(bindings: Bindings | None) -> Iterator[None]:
+    """Deserializations inside take the light path on this thread (torch's path when `bindings` is None)."""
+    if bindings is None or not _install():
+        yield
+        return
+    outer = getattr(_active, "bindings", None)
+    _active.bindings = bindings
+    try:
+        yield
+    finally:
+        _active.bindings = outer
+
+
+def _current() -> Bindings | None:
+    return getattr(_active, "bindings", None)
+
+
+_install_lock = threading.Lock()
+_installed: bool | None = None
+
+
+def _install() -> bool:
+    """Replaces the two torch functions by pass-throughs, once; False when torch does not have them as expected."""
+    global _installed
+    with _install_lock:
+        if _installed is None:
+            try:
+                from torch._inductor import codecache
+
+                original_reload = codecache._reload_python_module
+                original_post_compile = codecache.FxGraphCache.cache_hit_post_compile
+                codecache._reload_python_module = _reload_python_module_with(original_reload)
+                codecache.FxGraphCache.cache_hit_post_compile = staticmethod(_post_compile_with(original_post_compile))
+                _installed = True
+            except Exception:
+                log.debug("the light load path is not available with this torch", exc_info=True)
+                _installed = False
+        return _installed
+
+
+def _reload_python_module_with(original: Any) -> Any:
+    module_prefix = getattr(original, "__module__", None) or "torch._inductor.runtime.compile_tasks"
+
+    def reload_python_module(key: str, path: str, set_sys_modules: bool = True) -> types.ModuleType:
+        bindings = _current()
+        if bindings is None:
+            return original(key, path, set_sys_modules=set_sys_modules)
+        with open(path) as f:
+            source = f.read()
+        try:
+            rewritten = bindings.rewrite(source, path)
+        except Exception:  # torch's loader reports a source that does not compile, as it always does
+            rewritten = None
+        if rewritten is None:
+            return original(key, path, set_sys_modules=set_sys_modules)
+        code, prebound = rewritten
+        mod = types.ModuleType(f"{module_prefix}.{key}")
+        mod.__file__ = path
+        mod.key = key  # type: ignore[attr-defined]
+        mod.__dict__.update(prebound)
+        exec(code, mod.__dict__, mod.__dict__)
+        if set_sys_modules:
+            sys.modules[mod.__name__] = mod
+        return mod
+
+    reload_python_module.__wrapped__ = original  # type: ignore[attr-defined]
+    return reload_python_module
+
+
+def _needs_torch_post_compile(graph: Any) -> bool:
+    """Whether torch's hit post-processing does more here than loading the wrapper and applying the counters."""
+    from torch._dynamo.utils import get_metrics_context
+    from torch._inductor import codecache, config
+    from torch._logging._internal import trace_log
+
+    bundle = getattr(graph, "_triton_bundle", None)
+    return bool(
+        (bundle is not None and (bundle.kernel_artifacts or bundle.static_autotuners))
+        or trace_log.handlers
+        or codecache.output_code_log.isEnabledFor(logging.DEBUG)
+        or config.bundled_autotune_remote_cache
+        or (get_metrics_context().in_progress() and getattr(graph, "inductor_provenance_stack_traces_str", None))
+    )
+
+
+def _post_compile_with(original: Any) -> Any:
+    def cache_hit_post_compile(graph: Any, cache_info: Any, constants: Any) -> tuple[Any, Any]:
+        if _current() is None or "torch._inductor.graph" in sys.modules or _needs_torch_post_compile(graph):
+            return original(graph, cache_info, constants)
+        try:
+            graph.after_deserialization(constants)
+        except OSError:  # the wrapper file went away underneath: torch treats this as a miss
+            return None, cache_info
+        from torch._dynamo.utils import counters
+        from torch._inductor import debug, metrics  # noqa: F401  the compiled graph's __call__ reads torch._inductor.debug
+
+        metrics.CachedMetricsHelper.apply_deltas(graph.metrics_deltas)
+        counters["inductor"] += graph.counter_deltas
+        return graph, cache_info
+
+    cache_hit_post_compile.__wrapped__ = original  # type: ignore[attr-defined]
+    return cache_hit_post_compile

@@ -1,0 +1,214 @@
+"""The light load path (aotcache.wrapper_loading): the record made after a compile binds each wrapper name to the
+very object Inductor's import would, a wrapper loaded through it has the namespace torch's loader gives, and
+anything it does not cover goes to torch. The cross-process check (a warm hit imports none of Inductor's compiler,
+with the same results) is test_end_to_end.test_gpt_training_and_inference_graphs_both_hit."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from aotcache import wrapper_loading
+from aotcache.wrapper_loading import Bindings, ExternKernels
+
+
+@pytest.fixture(scope="module")
+def inductor_loaded():
+    """Inductor's compiler imported, as in a process that compiled (its kernel modules register extern kernels)."""
+    import torch._inductor.codegen.memory_planning
+    import torch._inductor.lowering
+    import torch._inductor.select_algorithm
+
+    return torch._inductor.select_algorithm.extern_kernels
+
+
+def test_record_binds_each_name_to_the_identical_object(inductor_loaded):
+    from torch._inductor.codegen import memory_planning
+
+    text = wrapper_loading.recorded_bindings()
+    record = json.loads(text)
+    assert record["version"] == wrapper_loading.FORMAT_VERSION
+    assert {"mm", "addmm", "bmm", "baddbmm", "convolution"} <= set(record["extern_kernels"])
+    assert all(path.startswith("torch.") for path in record["extern_kernels"].values())
+    bound = Bindings.decode(text).values
+    for name in record["extern_kernels"]:
+        assert getattr(bound["extern_kernels"], name) is getattr(inductor_loaded, name), name
+    assert bound["align"] is memory_planning._align
+    # Kernels that are Python functions of Inductor's (no torch path) are not recorded: they resolve through the
+    # fallback, to the same object.
+    assert "bias_addmm" not in record["extern_kernels"]
+    assert bound["extern_kernels"].bias_addmm is inductor_loaded.bias_addmm
+
+
+GOLDEN = (
+    '{"align":"torch._inductor.utils._align","extern_kernels":{"_linear_pointwise":"torch.ops.mkldnn._linear_pointwise",'
+    '"addmm":"torch.addmm","bmm":"torch.bmm","convolution":"torch.convolution","mm":"torch.mm","mm_dtype":"torch.mm"},'
+    '"version":1}'
+)
+
+
+def test_golden_record():
+    """docs/wrapper-bindings.md §4."""
+    bound = Bindings.decode(GOLDEN).values
+    kernels = bound["extern_kernels"]
+    assert vars(kernels) == {
+        "_linear_pointwise": torch.ops.mkldnn._linear_pointwise,
+        "addmm": torch.addmm,
+        "bmm": torch.bmm,
+        "convolution": torch.convolution,
+        "mm": torch.mm,
+        "mm_dtype": torch.mm,
+    }
+    assert kernels.mm is torch.mm and kernels._linear_pointwise is torch.ops.mkldnn._linear_pointwise
+    assert bound["align"] is torch._inductor.utils._align
+
+
+def test_record_is_canonical(inductor_loaded):
+    text = wrapper_loading.recorded_bindings()
+    assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+
+
+def test_no_record_without_inductor_loaded(monkeypatch):
+    monkeypatch.delitem(__import__("sys").modules, "torch._inductor.select_algorithm", raising=False)
+    assert wrapper_loading.recorded_bindings() is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        None,
+        "not json",
+        '{"version": 999, "extern_kernels": {}}',
+        '{"version": 1, "extern_kernels": {"mm": "os.system"}}',
+        '{"version": 1, "extern_kernels": {"mm": "torch.no_such_kernel"}}',
+        '{"version": 1, "extern_kernels": {"mm": "torch.__class__.__init__"}}',
+    ],
+    ids=["missing", "not_json", "unknown_version", "not_torch", "unresolvable", "dunder"],
+)
+def test_unusable_record_means_torch_path(text):
+    assert Bindings.decode(text) is None
+
+
+def test_unknown_kernel_name_is_looked_up_in_inductor(inductor_loaded):
+    kernels = ExternKernels(mm=torch.mm)
+    assert kernels.mm is torch.mm
+    assert kernels.conv1x1_via_mm is inductor_loaded.conv1x1_via_mm
+    with pytest.raises(AttributeError):
+        kernels.no_such_kernel  # noqa: B018
+
+
+_SOURCE = '''r"""
+from torch._inductor.select_algorithm import extern_kernels
+"""
+import torch
+from torch._inductor.select_algorithm import extern_kernels
+from torch._inductor.codegen.memory_planning import _align as align
+
+
+def call(x):
+    from torch._inductor.select_algorithm import extern_kernels as nested
+    return extern_kernels.mm(x, x), align(13), nested is extern_kernels
+'''
+
+
+def test_rewrite_drops_only_top_level_imports(inductor_loaded):
+    bindings = Bindings({"extern_kernels": ExternKernels(mm=torch.mm), "align": lambda n: n + 1})
+    code, prebound = bindings.rewrite(_SOURCE, "<wrapper>")
+    assert set(prebound) == {"extern_kernels", "align"}
+    namespace = dict(prebound)
+    exec(code, namespace)
+    assert "from torch._inductor.select_algorithm import extern_kernels" in namespace["__doc__"]
+    x = torch.ones(2, 2)
+    product, aligned, same = namespace["call"](x)
+    assert torch.equal(product, x @ x) and aligned == 14
+    assert not same  # the nested import still imports Inductor's namespace
+    # Line numbers are kept (a traceback points into the file on disk).
+    assert namespace["call"].__code__.co_firstlineno == _SOURCE.splitlines().index("def call(x):") + 1
+
+
+def test_rewrite_without_covered_imports_is_left_to_torch():
+    assert (
+        Bindings({"align": max}).rewrite(
+            "import torch\nfrom torch._inductor.select_algorithm import extern_kernels\n", "<w>"
+        )
+        is None
+    )
+    assert Bindings({"extern_kernels": ExternKernels()}).rewrite("import torch\n", "<w>") is None
+
+
+def _imported_names(source: str) -> set[str]:
+    names = set()
+    for stmt in ast.parse(source).body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+    return names
+
+
+def test_wrapper_namespace_equals_torch_loaders(tmp_path, monkeypatch, inductor_loaded):
+    """Real wrappers (a forward and a backward with mm, addmm, bmm and a convolution), loaded by torch's loader
+    and through the record: the same names; every imported name bound to the identical object (each kernel the
+    wrapper calls through extern_kernels included); every other name of the same kind."""
+    from torch._inductor import codecache
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    torch._dynamo.reset()
+
+    def step(conv, weight, x, y):
+        h = torch.nn.functional.conv2d(x, conv).flatten(1)
+        return torch.bmm(y, y.transpose(1, 2)).sum() + (h @ weight).relu().sum() + torch.addmm(h, h, h.T).sum()
+
+    conv = torch.randn(4, 3, 3, 3, requires_grad=True)
+    weight = torch.randn(16, 8, requires_grad=True)
+    x, y = torch.randn(16, 3, 4, 4), torch.randn(2, 3, 5)
+    torch.compile(step, backend="inductor")(conv, weight, x, y).backward()
+    paths = {m.__file__ for m in codecache.PyCodeCache.modules if m.__file__.startswith(str(tmp_path))}
+    assert len(paths) >= 2  # forward and backward
+
+    bindings = Bindings.decode(wrapper_loading.recorded_bindings())
+    assert wrapper_loading._install()
+    reload = codecache._reload_python_module
+    seen_kernels = set()
+    for path in sorted(paths):
+        source = Path(path).read_text()
+        theirs = reload.__wrapped__("theirs", path, set_sys_modules=False)
+        with wrapper_loading.loading(bindings):
+            ours = reload("ours", path, set_sys_modules=False)
+        assert ours.__dict__.keys() == theirs.__dict__.keys()
+        assert isinstance(ours.extern_kernels, ExternKernels)
+        for name in _imported_names(source) - {"extern_kernels"}:
+            assert ours.__dict__[name] is theirs.__dict__[name], name
+        used = set(re.findall(r"\bextern_kernels\.(\w+)", source))
+        for kernel in used:
+            assert getattr(ours.extern_kernels, kernel) is getattr(theirs.extern_kernels, kernel), kernel
+        seen_kernels |= used & set(vars(ours.extern_kernels))  # bound from the record, not looked up in Inductor
+        for name in ours.__dict__.keys() - _imported_names(source) - {"__builtins__"}:
+            # Objects the module makes (its call function, kernels, a Runner of its own class): alike, not identical.
+            assert type(ours.__dict__[name]).__qualname__ == type(theirs.__dict__[name]).__qualname__, name
+    assert {"mm", "addmm", "bmm", "convolution"} <= seen_kernels
+
+
+def test_outside_loading_and_on_other_threads_torch_loads(tmp_path, inductor_loaded):
+    from torch._inductor import codecache
+
+    path = tmp_path / "wrapper.py"
+    path.write_text("from torch._inductor.select_algorithm import extern_kernels\n")
+    assert wrapper_loading._install()
+    bindings = Bindings({"extern_kernels": ExternKernels(mm=torch.mm)})
+    assert codecache._reload_python_module("a", str(path), set_sys_modules=False).extern_kernels is inductor_loaded
+    on_thread = []
+    with wrapper_loading.loading(bindings):
+        assert (
+            codecache._reload_python_module("b", str(path), set_sys_modules=False).extern_kernels is not inductor_loaded
+        )
+        thread = threading.Thread(
+            target=lambda: on_thread.append(codecache._reload_python_module("c", str(path), set_sys_modules=False))
+        )
+        thread.start()
+        thread.join()
+    assert on_thread[0].extern_kernels is inductor_loaded
