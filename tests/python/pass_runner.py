@@ -34,9 +34,17 @@ from conftest import frames_on, loaded_guards_unmatched, with_guard_log
 HERE = Path(__file__).parent
 
 
+ALL_WARM_LABELS = ("warm", "warm_noframes")
+
+
 def warm_labels() -> tuple[str, ...]:
     """The warm passes `run_passes` runs in this environment (see the module's docstring)."""
-    return ("warm", "warm_noframes") if frames_on() else ("warm",)
+    return ALL_WARM_LABELS if frames_on() else ("warm",)
+
+
+def warm_labels_in(passes: dict) -> list[str]:
+    """The warm passes present in loaded results (`passes`: label -> rows)."""
+    return [label for label in ALL_WARM_LABELS if label in passes]
 
 
 @dataclasses.dataclass(frozen=True)

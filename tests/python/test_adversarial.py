@@ -79,7 +79,7 @@ def load_passes(root: Path) -> dict[str, Any]:
         "cold": pass_runner.load_rows(root, "case", "cold.jsonl"),
         **{
             label: pass_runner.load_rows(root, "case", f"{label}0.jsonl", f"{label}1.jsonl")
-            for label in ("warm", "warm_noframes")
+            for label in pass_runner.ALL_WARM_LABELS
             if (root / f"{label}0.jsonl").exists()
         },
         "out": root / "out",
@@ -252,7 +252,7 @@ def _compare(results: dict[str, Any], a: str, b: str, tol: tuple[float, float] |
 
 def judge(passes: dict[str, Any], names: list[str]) -> dict[str, Verdict]:
     out = passes["out"]
-    warm_labels = [label for label in ("warm", "warm_noframes") if label in passes]
+    warm_labels = pass_runner.warm_labels_in(passes)
     verdicts = {}
     for name in names:
         case = BY_NAME[name]
@@ -300,7 +300,7 @@ def _seen(row: dict) -> str:
 
 
 def table(verdicts: dict[str, Verdict], passes: dict[str, Any]) -> str:
-    labels = [label for label in ("warm", "warm_noframes") if label in passes]
+    labels = pass_runner.warm_labels_in(passes)
     lines = [
         f"| case | expected | cold h/m/b/e | {' | '.join(f'{x} h/m/b/e' for x in labels)} | cold=inductor "
         f"| {' | '.join(f'{x}=cold' for x in labels)} | result |",

@@ -182,7 +182,7 @@ class Verdict:
 
 
 def judge(passes: dict[str, Any], items: list[str]) -> dict[str, Verdict]:
-    warm_labels = [label for label in ("warm", "warm_noframes") if label in passes]
+    warm_labels = pass_runner.warm_labels_in(passes)
     verdicts = {}
     for item in items:
         rows = {label: passes[label].get(item, {"exception": "no row"}) for label in ("inductor", "cold", *warm_labels)}

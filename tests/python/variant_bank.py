@@ -10,7 +10,9 @@ The same pair runs on two sides:
   on (the default), B runs twice from A's cache: as the environment says, and with the frame cache off
   (AOTCACHE_FRAMES=0, B_noframes, from its own copy of the directory A left); both must do what the case says,
   except that B may be served A's frame where the graph key must miss but Dynamo's guards hold (a storage offset:
-  Dynamo would reuse A's code in one process too); then B_noframes must miss and B's output match eager.
+  Dynamo would reuse A's code in one process too); then B_noframes must miss and B's output match eager. A
+  must-hit pair marked `served_frame` also needs B (frames on) served A's frame without tracing: the frame key
+  must leave such a change out (it once missed every frame in another working directory).
 - "torch": torch.compile(backend="inductor") with torch's own local AOTAutograd + FX graph caches on and a fresh
   TORCHINDUCTOR_CACHE_DIR per pair; its verdict is only recorded (scripts/variant_bank_report.py).
 
@@ -190,6 +192,9 @@ class Case:
     """Each process's compiled output must match its own eager output within this."""
     torch_applicable: bool = True
     """False where the change is aotcache's own (its salt, its environment override): torch's side is not run."""
+    served_frame: bool = False
+    """With frames on, B must be served A's frame (no tracing): the change is one the frame key leaves out (the
+    file's path, the working directory, the hash seed, the environment, values read at run time)."""
     note: str = ""
 
 
@@ -249,30 +254,38 @@ CASES: list[Case] = [
     _case("renamed_local_variables", "hit", b={"var": "hidden_activations"}),
     _case("renamed_module_attributes", "hit", b={"attr1": "first", "attr2": "second"}),
     _case("renamed_model_class", "hit", b={"cls": "RenamedNet"}),
-    _case("model_file_moved", "hit", b_location="elsewhere/deeper/model.py"),
-    _case("model_file_renamed", "hit", b_location="project/another_name.py"),
+    _case("model_file_moved", "hit", b_location="elsewhere/deeper/model.py", served_frame=True),
+    _case("model_file_renamed", "hit", b_location="project/another_name.py", served_frame=True),
     _case("lines_added_above_model", "hit", b={"above": _ABOVE}),
     _case(
         "comments_and_docstring_in_forward",
         "hit",
         b={"forward_prelude": '        """Forward docstring added."""\n        # a comment\n\n        # and another'},
     ),
-    _case("other_pythonhashseed", "hit", a_env={"PYTHONHASHSEED": "0"}, b_env={"PYTHONHASHSEED": "4242"}),
-    _case("other_working_directory", "hit", b_cwd="somewhere/else"),
+    _case(
+        "other_pythonhashseed",
+        "hit",
+        a_env={"PYTHONHASHSEED": "0"},
+        b_env={"PYTHONHASHSEED": "4242"},
+        served_frame=True,
+    ),
+    _case("other_working_directory", "hit", b_cwd="somewhere/else", served_frame=True),
     _case(
         "other_parameter_values",
         "hit",
         b={"param_seed": "7"},
         same_result=False,
         note="same shapes, other weights: parameters are graph inputs, read at run time",
+        served_frame=True,
     ),
-    _case("other_input_values", "hit", b={"input_seed": "9"}, same_result=False),
+    _case("other_input_values", "hit", b={"input_seed": "9"}, same_result=False, served_frame=True),
     _case(
         "other_buffer_value",
         "hit",
         b={"buffer": "0.75"},
         same_result=False,
         note="a registered buffer is a graph input under Dynamo (not a constant): its value is read at run time",
+        served_frame=True,
     ),
     _case("kwargs_in_another_order", "hit", b={"clamp_kwargs": "max=4.0, min=-4.0"}),
     _case("unused_submodule_added", "hit", b={"extra_init": "        self.unused = torch.nn.Linear(3, 3)\n"}),
@@ -284,8 +297,8 @@ CASES: list[Case] = [
         b={"setup": _DYNAMIC_THREADS + "torch.set_num_threads(2)"},
         note="with cpp.dynamic_threads the C++ kernels read the thread count at run time",
     ),
-    _case("unrelated_env_var", "hit", b_env={"SOME_UNRELATED_SETTING": "on"}),
-    _case("other_tmpdir", "hit", b_env={"TMPDIR": "{pair}/other_tmp"}),
+    _case("unrelated_env_var", "hit", b_env={"SOME_UNRELATED_SETTING": "on"}, served_frame=True),
+    _case("other_tmpdir", "hit", b_env={"TMPDIR": "{pair}/other_tmp"}, served_frame=True),
     _case(
         "torch_caches_off_by_env",
         "hit",
@@ -517,6 +530,9 @@ class PairResult:
             served = label == "B" and self.b_noframes is not None and (sb.get("frames") or {}).get("hits", 0) > 0
             if want == "miss" and not served and (sb.get("hits") != 0 or sb.get("misses", 0) < 1):
                 out.append(f"{label} must miss (misses>=1, hits==0): {_brief(sb)}")
+            if label == "B" and self.b_noframes is not None and self.case.served_frame:
+                if not (sb.get("frames") or {}).get("hits"):
+                    out.append(f"B must be served A's frame (frames.hits>=1): {_brief(sb)}")
             if want == "hit" and self.case.same_result:
                 diff = bitwise_difference(self.a.tensors, p.tensors)
                 if diff:
