@@ -156,12 +156,15 @@ def compile_serializable(
     return artifact, payload
 
 
-def load_serialized(payload: bytes, wrapper_bindings: Any = None) -> Callable[..., Any]:
-    """The callable of a stored payload: no AOTAutograd tracing, no Inductor lowering. With the entry's
-    `wrapper_bindings` record, without importing Inductor's compiler either (wrapper_loading.py)."""
+def load_serialized(
+    payload: bytes, metadata: dict[str, Any] | None = None, light_load: bool = False
+) -> Callable[..., Any]:
+    """The callable of a stored payload: no AOTAutograd tracing, no Inductor lowering. With `light_load` and the
+    entry's `wrapper_bindings` record in its `metadata`, without importing Inductor's compiler (wrapper_loading.py)."""
     from torch._inductor.standalone_compile import AOTCompiledArtifact
 
-    with wrapper_loading.loading(wrapper_loading.Bindings.decode(wrapper_bindings)):
+    record = metadata.get("wrapper_bindings") if light_load and isinstance(metadata, dict) else None
+    with wrapper_loading.loading(wrapper_loading.Bindings.decode(record)):
         return AOTCompiledArtifact.deserialize(payload)
 
 

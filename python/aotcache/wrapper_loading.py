@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -122,9 +123,14 @@ class Bindings:
 
     @classmethod
     def decode(cls, text: Any) -> Bindings | None:
-        """None for a missing, unknown-version or unresolvable record (the entry then loads through torch's path)."""
+        """None for a missing, unknown-version or unresolvable record (the entry then loads through torch's path).
+        Every entry compiled under one torch carries the same record: it is decoded once per process."""
         if not isinstance(text, str):
             return None
+        return _decoded(text)
+
+    @classmethod
+    def _decode(cls, text: str) -> Bindings | None:
         try:
             record = json.loads(text)
             if not isinstance(record, dict) or record.get("version") != FORMAT_VERSION:
@@ -161,6 +167,11 @@ class Bindings:
             return None
         tree.body = body
         return compile(tree, path, "exec", dont_inherit=True), prebound
+
+
+@functools.lru_cache(maxsize=8)
+def _decoded(text: str) -> Bindings | None:
+    return Bindings._decode(text)
 
 
 _active = threading.local()

@@ -404,9 +404,7 @@ def _global_value(frame: _Frame, spec: dict[str, Any], loaded: list[dict[str, in
         t0 = time.perf_counter()
         metadata = found.metadata if isinstance(found.metadata, dict) else {}
         with kernels.installed(found.kernels, frame.cfg.kernels) as delta:
-            fn = compiler.load_serialized(
-                found.payload, metadata.get("wrapper_bindings") if frame.cfg.light_load else None
-            )
+            fn = compiler.load_serialized(found.payload, metadata, frame.cfg.light_load)
         # The graph is served from the cache: a hit, as if Dynamo had traced it and the backend had found it.
         saved_us = int(1e6 * float(metadata.get("compile_seconds", 0.0)))
         load_us = int(1e6 * (time.perf_counter() - t0))

@@ -69,8 +69,7 @@ def _load(
     req.enter("kernel_installation")
     with kernels.installed(entry.kernels, req.settings.kernels) as delta:
         req.enter("load")
-        bindings = entry.metadata.get("wrapper_bindings") if req.settings.light_load else None
-        fn = compiler.load_serialized(entry.payload, bindings)
+        fn = compiler.load_serialized(entry.payload, entry.metadata, req.settings.light_load)
     if delta:
         counters.record(delta, req.local)
     req.entry_key = entry.key
