@@ -15,8 +15,13 @@
   that module already imported (its test hook may be set), a Triton bundle, structured tracing, output-code
   logging, the bundled autotune cache, provenance tracking.
 
-The two torch functions are replaced once, by pass-throughs that take the light path only inside `loading()` on
-the same thread; everywhere else they call torch's originals. `AOTCACHE_LIGHT_LOAD=0` turns the path off.
+A loaded graph runs without importing `torch._inductor.debug` either (`_call_with`): torch's `__call__` reads that
+module's recording switch at every call, which cannot be on while the module was never imported.
+
+The three torch functions are replaced once, by pass-throughs: the loader's two take the light path only inside
+`loading()` on the same thread, the call only while `torch._inductor.debug` is not imported; everywhere else they
+call torch's originals. They are installed only when torch's functions read the global names they were checked
+against (`_TORCH_NAMES`). `AOTCACHE_LIGHT_LOAD=0` turns the path off.
 """
 
 from __future__ import annotations
@@ -198,19 +203,77 @@ def _current() -> Bindings | None:
 _install_lock = threading.Lock()
 _installed: bool | None = None
 
+# The global names each replaced torch function reads, as in the torch this path was checked against (2.13.0): the
+# pass-throughs take over part of their work, so a torch whose functions read anything else keeps its own path
+# (the test suite pins these against the installed torch).
+_TORCH_NAMES = {
+    "_reload_python_module": frozenset(
+        "Exception ModuleType RuntimeError __dict__ __file__ __name__ compile exec key modules open read sys "
+        "type".split()
+    ),
+    "FxGraphCache.cache_hit_post_compile": frozenset(
+        "AutotuneCacheBundler CachedMetricsHelper CompileEventLogger GraphLowering OSError TritonBundler "
+        "_set_compile_context_for_autotune_cache _triton_bundle add_to_set after_deserialization apply_deltas "
+        "autotune_cache begin_compile cached_kernel_names counter_deltas counters debug get_metrics_context graph "
+        "in_progress increment_toplevel inductor_meta_from_config inductor_provenance_stack_traces_str len metrics "
+        "metrics_deltas output_code_log read_and_emit save_output_code source_code str trace_structured try_ "
+        "try_add_pt2_compile".split()
+    ),
+    "CompiledFxGraph.__call__": frozenset(
+        "AutotuneCacheBundler GRAPH_COMPILE_IDS GRAPH_EXECUTION_ORDER RECORD_GRAPH_EXECUTION _C _RecordFunctionFast "
+        "_compile_context _fx_graph_cache_key _inductor _is_profiler_enabled _profiler append autograd "
+        "compile_context contextlib current_callable debug end_compile finish fx_kwargs get "
+        "get_runtime_metrics_context has_active_compile nullcontext profiler torch".split()
+    ),
+}
+
+
+def _torch_functions() -> dict[str, Any]:
+    """The torch functions the light path replaces (torch's own, also once replaced), by the names of
+    `_TORCH_NAMES`."""
+    from torch._inductor import codecache, output_code
+
+    found = {
+        "_reload_python_module": codecache._reload_python_module,
+        "FxGraphCache.cache_hit_post_compile": codecache.FxGraphCache.cache_hit_post_compile,
+        "CompiledFxGraph.__call__": output_code.CompiledFxGraph.__call__,
+    }
+    return {name: getattr(fn, "_aotcache_replaces", fn) for name, fn in found.items()}
+
+
+def _differing_torch_functions() -> list[str]:
+    """The replaced torch functions that read other global names than `_TORCH_NAMES` says."""
+    found = _torch_functions()
+    return [name for name, names in _TORCH_NAMES.items() if frozenset(found[name].__code__.co_names) != names]
+
 
 def _install() -> bool:
-    """Replaces the two torch functions by pass-throughs, once; False when torch does not have them as expected."""
+    """Replaces the three torch functions by pass-throughs, once; False (torch's path) when torch does not have them
+    as checked."""
     global _installed
     with _install_lock:
         if _installed is None:
             try:
-                from torch._inductor import codecache
+                differing = _differing_torch_functions()
+                if differing:
+                    from aotcache.counters import warn_once
 
-                original_reload = codecache._reload_python_module
-                original_post_compile = codecache.FxGraphCache.cache_hit_post_compile
-                codecache._reload_python_module = _reload_python_module_with(original_reload)
-                codecache.FxGraphCache.cache_hit_post_compile = staticmethod(_post_compile_with(original_post_compile))
+                    warn_once(
+                        "light_load_off",
+                        "light loading is off: this torch's %s differ from the torch %s it was checked against",
+                        ", ".join(differing),
+                        "2.13.0",
+                    )
+                    _installed = False
+                    return False
+                from torch._inductor import codecache, output_code
+
+                found = _torch_functions()
+                codecache._reload_python_module = _reload_python_module_with(found["_reload_python_module"])
+                codecache.FxGraphCache.cache_hit_post_compile = staticmethod(
+                    _post_compile_with(found["FxGraphCache.cache_hit_post_compile"])
+                )
+                output_code.CompiledFxGraph.__call__ = _call_with(found["CompiledFxGraph.__call__"])
                 _installed = True
             except Exception:
                 log.debug("the light load path is not available with this torch", exc_info=True)
@@ -244,6 +307,7 @@ def _reload_python_module_with(original: Any) -> Any:
         return mod
 
     reload_python_module.__wrapped__ = original  # type: ignore[attr-defined]
+    reload_python_module._aotcache_replaces = original  # type: ignore[attr-defined]
     return reload_python_module
 
 
@@ -272,11 +336,45 @@ def _post_compile_with(original: Any) -> Any:
         except OSError:  # the wrapper file went away underneath: torch treats this as a miss
             return None, cache_info
         from torch._dynamo.utils import counters
-        from torch._inductor import debug, metrics  # noqa: F401  the compiled graph's __call__ reads torch._inductor.debug
+        from torch._inductor import metrics
 
         metrics.CachedMetricsHelper.apply_deltas(graph.metrics_deltas)
         counters["inductor"] += graph.counter_deltas
         return graph, cache_info
 
     cache_hit_post_compile.__wrapped__ = original  # type: ignore[attr-defined]
+    cache_hit_post_compile._aotcache_replaces = original  # type: ignore[attr-defined]
     return cache_hit_post_compile
+
+
+_DEBUG_MODULE = "torch._inductor.debug"
+
+
+def _call_with(original: Any) -> Any:
+    """Torch's `CompiledFxGraph.__call__` reads `torch._inductor.debug`'s graph-execution recording switch at every
+    call, so torch's hit post-processing imports that module (0.1-0.2 s with what it pulls in: functorch.compile,
+    networkx). The switch is only set through that module: while it was never imported, recording is off, and this
+    pass-through runs the graph as torch's `__call__` does with recording off. Whenever anything else of it could
+    apply (the module imported, the profiler on, an autotune-cache bundle open for this graph), torch's runs."""
+    from torch._dynamo.utils import get_runtime_metrics_context
+    from torch._inductor.runtime.autotune_cache import AutotuneCacheBundler
+
+    profiler = torch.autograd.profiler
+
+    def __call__(self: Any, inputs: Any) -> Any:
+        run = self.current_callable
+        if (
+            _DEBUG_MODULE in sys.modules
+            or run is None
+            or profiler._is_profiler_enabled
+            or AutotuneCacheBundler.has_active_compile(self._compile_context)
+        ):
+            return original(self, inputs)
+        try:
+            return run(inputs)
+        finally:
+            get_runtime_metrics_context().finish()
+
+    __call__.__wrapped__ = original  # type: ignore[attr-defined]
+    __call__._aotcache_replaces = original  # type: ignore[attr-defined]
+    return __call__

@@ -6,9 +6,12 @@ with the same results) is test_end_to_end.test_gpt_training_and_inference_graphs
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import re
+import sys
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -212,3 +215,103 @@ def test_outside_loading_and_on_other_threads_torch_loads(tmp_path, inductor_loa
         thread.start()
         thread.join()
     assert on_thread[0].extern_kernels is inductor_loaded
+
+
+def test_replaced_torch_functions_read_what_they_were_checked_against():
+    """The pin: the installed torch's three replaced functions read exactly the global names the pass-throughs were
+    written against (a torch that changes them turns the light path off, next test)."""
+    assert wrapper_loading._install()
+    assert wrapper_loading._differing_torch_functions() == []
+
+
+def test_a_torch_function_of_another_shape_keeps_torchs_path(monkeypatch, caplog):
+    from torch._inductor import codecache, output_code
+
+    monkeypatch.setattr(wrapper_loading, "_installed", None)
+    monkeypatch.setattr(codecache, "_reload_python_module", codecache._reload_python_module)
+    monkeypatch.setattr(codecache.FxGraphCache, "cache_hit_post_compile", codecache.FxGraphCache.cache_hit_post_compile)
+    monkeypatch.setattr(output_code.CompiledFxGraph, "__call__", output_code.CompiledFxGraph.__call__)
+    names = dict(wrapper_loading._TORCH_NAMES)
+    names["CompiledFxGraph.__call__"] = names["CompiledFxGraph.__call__"] - {"RECORD_GRAPH_EXECUTION"}
+    monkeypatch.setattr(wrapper_loading, "_TORCH_NAMES", names)
+    before = (codecache._reload_python_module, output_code.CompiledFxGraph.__call__)
+    with caplog.at_level("DEBUG", logger="aotcache"):
+        assert not wrapper_loading._install()
+    assert "CompiledFxGraph.__call__" in caplog.text
+    assert (codecache._reload_python_module, output_code.CompiledFxGraph.__call__) == before
+    with wrapper_loading.loading(Bindings({})):
+        assert wrapper_loading._current() is None  # loads inside go through torch's path
+
+
+class _Graph:
+    """What a compiled graph's call reads."""
+
+    def __init__(self, run):
+        self.current_callable = run
+        self._compile_context = None
+
+
+@pytest.fixture
+def light_call(monkeypatch):
+    """(the pass-through over a recording stand-in for torch's __call__, its calls, the runtime metrics finishes),
+    with `torch._inductor.debug` not imported."""
+    import torch._dynamo.utils
+
+    finished, torch_calls = [], []
+    monkeypatch.setattr(
+        torch._dynamo.utils,
+        "get_runtime_metrics_context",
+        lambda: types.SimpleNamespace(finish=lambda: finished.append(1)),
+    )
+    call = wrapper_loading._call_with(lambda graph, inputs: torch_calls.append(inputs) or "torch's")
+    monkeypatch.delitem(sys.modules, "torch._inductor.debug", raising=False)
+    return call, torch_calls, finished
+
+
+def test_call_without_the_debug_module_runs_the_graph(light_call):
+    call, torch_calls, finished = light_call
+    assert call(_Graph(lambda inputs: ("ran", list(inputs))), [1, 2]) == ("ran", [1, 2])
+    assert (torch_calls, finished) == ([], [1])
+
+    def fails(inputs):
+        raise ValueError("in the graph")
+
+    with pytest.raises(ValueError, match="in the graph"):
+        call(_Graph(fails), [])
+    assert finished == [1, 1]  # finished also when the graph raises, as torch's
+
+
+def test_call_goes_to_torch_when_more_of_it_applies(light_call, monkeypatch):
+    from torch._inductor.runtime.autotune_cache import AutotuneCacheBundler
+
+    call, torch_calls, finished = light_call
+    assert call(_Graph(None), ["no callable"]) == "torch's"
+    with torch.autograd.profiler.profile():
+        assert call(_Graph(lambda inputs: "ran"), ["profiler"]) == "torch's"
+    with monkeypatch.context() as m:
+        m.setattr(AutotuneCacheBundler, "has_active_compile", classmethod(lambda cls, context: True))
+        assert call(_Graph(lambda inputs: "ran"), ["bundler"]) == "torch's"
+    importlib.import_module("torch._inductor.debug")  # the recording switch can be on now
+    assert call(_Graph(lambda inputs: "ran"), ["debug"]) == "torch's"
+    assert torch_calls == [["no callable"], ["profiler"], ["bundler"], ["debug"]]
+    assert finished == []
+
+
+def test_graph_execution_recording_still_records(tmp_path, monkeypatch, inductor_loaded):
+    """A real compiled graph called through the installed pass-through, under torch's graph execution recording:
+    recorded as torch records it."""
+    import torch._inductor.debug as debug
+    from torch._inductor import output_code
+
+    assert wrapper_loading._install()
+    assert output_code.CompiledFxGraph.__call__._aotcache_replaces is not None
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    torch._dynamo.reset()
+    fn = torch.compile(lambda x: (x * 2).sin(), backend="inductor")
+    x = torch.randn(8)
+    torch.testing.assert_close(fn(x), (x * 2).sin())
+    with debug.record_and_log_graph_execution_order():
+        fn(x)
+        fn(x)
+        recorded = list(debug.GRAPH_EXECUTION_ORDER)
+    assert len(recorded) == 2
