@@ -165,7 +165,7 @@ def load_serialized(
 
     record = metadata.get("wrapper_bindings") if light_load and isinstance(metadata, dict) else None
     with wrapper_loading.loading(wrapper_loading.Bindings.decode(record)):
-        return AOTCompiledArtifact.deserialize(payload)
+        return AOTCompiledArtifact.deserialize(wrapper_loading.lazy_decompositions(payload))
 
 
 def compile_plain(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, Any]) -> Callable:

@@ -179,6 +179,27 @@ def _decoded(text: str) -> Bindings | None:
     return Bindings._decode(text)
 
 
+def _pickled_global(module: str, name: str) -> bytes:
+    """How pickle protocol 4 writes a reference to a module-level function: both names memoized, then STACK_GLOBAL."""
+    return b"".join(b"\x8c" + bytes([len(part)]) + part.encode() + b"\x94" for part in (module, name)) + b"\x93"
+
+
+_DECOMPOSITION_MODULE = "torch._inductor.decomposition"
+_TORCH_DECOMPOSITIONS = _pickled_global(_DECOMPOSITION_MODULE, "select_decomp_table")
+_LAZY_DECOMPOSITIONS = _pickled_global("aotcache.decomposition_lazily", "select_decomp_table")
+
+
+def lazy_decompositions(payload: bytes) -> bytes:
+    """Inside `loading()`: the payload with each pickled reference to torch's `select_decomp_table` (kept in the
+    graphs' compile arguments, never called by a loaded graph) naming the stand-in that imports it when called
+    (aotcache/decomposition_lazily.py), so that unpickling does not import `torch._inductor.decomposition`. Both
+    references have the same length: the swap is in place, pickle frames unchanged. The payload as it is outside
+    `loading()` or once that module is imported."""
+    if _current() is None or _DECOMPOSITION_MODULE in sys.modules:
+        return payload
+    return payload.replace(_TORCH_DECOMPOSITIONS, _LAZY_DECOMPOSITIONS)
+
+
 _active = threading.local()
 
 

@@ -315,3 +315,59 @@ def test_graph_execution_recording_still_records(tmp_path, monkeypatch, inductor
         fn(x)
         recorded = list(debug.GRAPH_EXECUTION_ORDER)
     assert len(recorded) == 2
+
+
+class _Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return (self.fc(x).relu() * 2).sum()
+
+
+def test_lazy_decompositions_swap_the_pickled_reference_in_place(tmp_path, monkeypatch, inductor_loaded):
+    """A real payload (forward and backward graphs): its reference to torch's `select_decomp_table` is swapped for
+    the stand-in only inside `loading()` and while torch's module is not imported; the swapped payload is the same
+    length, well-formed, loads graphs that hold the stand-in, which gives torch's table, and computes the same."""
+    import gc
+    import pickletools
+
+    from torch._inductor.decomposition import select_decomp_table
+
+    from aotcache import compiler, decomposition_lazily
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    torch.manual_seed(0)
+    model, x = _Mlp(), torch.randn(3, 8)
+    captured = []
+
+    def backend(gm, example_inputs):
+        compiled, payload = compiler.compile_serializable(gm, example_inputs, {})
+        captured.append((list(example_inputs), compiled, payload))
+        return compiled
+
+    torch._dynamo.reset()
+    torch.compile(model, backend=backend)(x).backward()
+    ((inputs, compiled, payload),) = captured
+    torchs, lazy_ref = wrapper_loading._TORCH_DECOMPOSITIONS, wrapper_loading._LAZY_DECOMPOSITIONS
+    assert len(torchs) == len(lazy_ref)
+    assert payload.count(torchs) >= 1  # this torch pickles the reference as the swap expects
+
+    bindings = Bindings({})
+    assert wrapper_loading.lazy_decompositions(payload) is payload  # outside loading()
+    with wrapper_loading.loading(bindings):
+        assert wrapper_loading.lazy_decompositions(payload) is payload  # torch's module is imported here
+    monkeypatch.setattr(wrapper_loading, "_DECOMPOSITION_MODULE", "torch._inductor.decomposition (not imported)")
+    with wrapper_loading.loading(bindings):
+        lazy = wrapper_loading.lazy_decompositions(payload)
+    assert len(lazy) == len(payload) and torchs not in lazy and lazy.count(lazy_ref) == payload.count(torchs)
+    assert sum(1 for _ in pickletools.genops(lazy)) == sum(1 for _ in pickletools.genops(payload))
+
+    loaded = compiler.load_serialized(lazy)
+    stand_in = decomposition_lazily.select_decomp_table
+    holders = [r for r in gc.get_referrers(stand_in) if isinstance(r, dict) and r.get("get_decomp_fn") is stand_in]
+    assert len(holders) >= 1
+    assert stand_in() == select_decomp_table()
+    with torch.no_grad():
+        assert torch.equal(loaded(*inputs)[0], compiled(*inputs)[0])

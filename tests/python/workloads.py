@@ -107,10 +107,11 @@ def _barrier(directory: str, count: str, timeout: float = 300) -> None:
         time.sleep(0.01)
 
 
-# Inductor's compiler (lowering, kernel templates, code generators) and its debug module: a compile imports them; a
-# warm hit need not (aotcache.wrapper_loading).
+# Inductor's compiler (lowering, kernel templates, code generators, decompositions) and its debug module: a compile
+# imports them; a warm hit need not (aotcache.wrapper_loading).
 INDUCTOR_COMPILER_MODULES = (
     "torch._inductor.debug",
+    "torch._inductor.decomposition",
     "torch._inductor.graph",
     "torch._inductor.select_algorithm",
     "torch._inductor.codegen.memory_planning",
