@@ -371,3 +371,20 @@ def test_lazy_decompositions_swap_the_pickled_reference_in_place(tmp_path, monke
     assert stand_in() == select_decomp_table()
     with torch.no_grad():
         assert torch.equal(loaded(*inputs)[0], compiled(*inputs)[0])
+
+
+def test_golden_decomposition_references():
+    """docs/wrapper-bindings.md §4: the bytes swapped, and that pickle writes torch's reference as them."""
+    import pickle
+
+    from torch._inductor.decomposition import select_decomp_table
+
+    from aotcache import decomposition_lazily
+
+    golden = Path(__file__).parents[2].joinpath("docs", "wrapper-bindings.md").read_text()
+    torchs = re.search(r"torch's: +([0-9a-f]+)", golden).group(1)
+    stand_in = re.search(r"stand-in: +([0-9a-f]+)", golden).group(1)
+    assert wrapper_loading._TORCH_DECOMPOSITIONS.hex() == torchs
+    assert wrapper_loading._LAZY_DECOMPOSITIONS.hex() == stand_in
+    assert bytes.fromhex(torchs) in pickle.dumps({"f": select_decomp_table}, protocol=4)
+    assert bytes.fromhex(stand_in) in pickle.dumps({"f": decomposition_lazily.select_decomp_table}, protocol=4)
