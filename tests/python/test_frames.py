@@ -166,6 +166,14 @@ def test_automatic_dynamic_state_carried_by_the_frame(passes):
     assert _frames(row).get("hits") == 1 and row["graphs"] == 1, (_frames(row), row["graphs"])
 
 
+def test_candidates_known_to_fail_are_not_built_again(passes):
+    """dtype_recompile's three calls hit three candidates of one frame, in the recorded order. The second call finds
+    the first candidate's guard manager (built and served at the first call) failing and skips it; the third skips
+    the first two: three skips, three guard builds instead of six."""
+    frames = _frames(passes["warm"]["dtype_recompile"])
+    assert frames.get("hits") == 3 and frames.get("known_failing") == 3, frames
+
+
 def test_variant_changes_the_reference(passes):
     """The variant must change what the MUST_RETRACE cases compute, or the test above proves nothing (the config
     case changes how Dynamo traces, not the result: its check is the retrace)."""
