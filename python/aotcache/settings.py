@@ -73,9 +73,10 @@ class Settings:
     """Carry the compiled C++ kernels in entries and install them on a hit on a machine of the same build
     (`kernels.py`). `AOTCACHE_KERNELS=0` turns it off."""
     light_load: bool = True
-    """Load a hit without importing Inductor's compiler: the generated wrappers' imports are bound from a record
-    checked when the graph was compiled (`wrapper_loading.py`). `AOTCACHE_LIGHT_LOAD=0` turns it off (torch's own
-    load path)."""
+    """Load a hit without importing Inductor's compiler, debug module or decompositions: the generated wrappers'
+    imports are bound from a record checked when the graph was compiled, the graphs' unused reference to the
+    decomposition table is swapped for a stand-in (`wrapper_loading.py`). `AOTCACHE_LIGHT_LOAD=0` turns it off
+    (torch's own load path)."""
     isa_probe_memo: bool = True
     """Answer Inductor's vector-ISA probe from a per-machine memo in the cache directory (`isa_probe.py`).
     `AOTCACHE_ISA_PROBE_MEMO=0` turns it off."""

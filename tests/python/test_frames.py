@@ -169,9 +169,12 @@ def test_automatic_dynamic_state_carried_by_the_frame(passes):
 def test_candidates_known_to_fail_are_not_built_again(passes):
     """dtype_recompile's three calls hit three candidates of one frame, in the recorded order. The second call finds
     the first candidate's guard manager (built and served at the first call) failing and skips it; the third skips
-    the first two: three skips, three guard builds instead of six."""
+    the first two: three skips, three guard builds instead of six. The cold process, which records the three, skips
+    the same with the managers its recording check built."""
     frames = _frames(passes["warm"]["dtype_recompile"])
     assert frames.get("hits") == 3 and frames.get("known_failing") == 3, frames
+    cold = _frames(passes["cold"]["dtype_recompile"])
+    assert cold.get("recorded") == 3 and cold.get("known_failing") == 3, cold
 
 
 def test_variant_changes_the_reference(passes):

@@ -492,7 +492,7 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
             sources.add(content.source_of(code))
         except content.Unportable as e:
             raise _Refused("inlined_source", str(e)) from None
-    _check_loadable(frame, rec.guards_state, rec.markings)
+    manager = _check_loadable(frame, rec.guards_state, rec.markings)
     candidate = {
         "guards": entry.b64(rec.guards_state),
         "code": _dump_code(_renamed(guarded.code, renames)),
@@ -501,11 +501,13 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
         "automatic_dynamic": dynamic_state.snapshot(frame.code, frame.closure),
         "markings": rec.markings,
     }
+    _built.setdefault(frame.code, {})[candidate["guards"]] = manager  # a later compile of the code checks it first
     _persist(frame, candidate, seconds)
 
 
-def _check_loadable(frame: _Frame, guards_state: bytes, markings: dict[str, Any]) -> None:
-    """Rebuilds the guards from their serialized form, as a load would, and checks them on the call just traced:
+def _check_loadable(frame: _Frame, guards_state: bytes, markings: dict[str, Any]) -> Any:
+    """Rebuilds the guards from their serialized form, as a load would, and checks them on the call just traced
+    (the manager is returned):
     Dynamo serializes some values it cannot pickle as placeholders (torch's _Missing), and guards built on them
     fail; a guard rebuilt from a serialized value that lost something the guard reads (a tensor's dimension
     markings, say) would reject the very call it was traced for. Such a frame is not recorded."""
@@ -522,6 +524,7 @@ def _check_loadable(frame: _Frame, guards_state: bytes, markings: dict[str, Any]
     if not manager.check(frame.f_locals):
         failed = manager.check_verbose(frame.f_locals).verbose_code_parts
         raise _Refused("guards_reject_call", f"its rebuilt guards reject the call traced: {failed}")
+    return manager
 
 
 def _describe_global(name: str, value: Any, builtins_name: str | None) -> dict[str, Any]:
