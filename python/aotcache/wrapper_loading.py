@@ -262,9 +262,10 @@ def _torch_functions() -> dict[str, Any]:
     return {name: getattr(fn, "_aotcache_replaces", fn) for name, fn in found.items()}
 
 
-def _differing_torch_functions() -> list[str]:
-    """The replaced torch functions that read other global names than `_TORCH_NAMES` says."""
-    found = _torch_functions()
+def _differing_torch_functions(found: dict[str, Any] | None = None) -> list[str]:
+    """The replaced torch functions (`found`, else looked up) that read other global names than `_TORCH_NAMES`
+    says."""
+    found = found if found is not None else _torch_functions()
     return [name for name, names in _TORCH_NAMES.items() if frozenset(found[name].__code__.co_names) != names]
 
 
@@ -275,7 +276,8 @@ def _install() -> bool:
     with _install_lock:
         if _installed is None:
             try:
-                differing = _differing_torch_functions()
+                found = _torch_functions()
+                differing = _differing_torch_functions(found)
                 if differing:
                     from aotcache.counters import warn_once
 
@@ -289,7 +291,6 @@ def _install() -> bool:
                     return False
                 from torch._inductor import codecache, output_code
 
-                found = _torch_functions()
                 codecache._reload_python_module = _reload_python_module_with(found["_reload_python_module"])
                 codecache.FxGraphCache.cache_hit_post_compile = staticmethod(
                     _post_compile_with(found["FxGraphCache.cache_hit_post_compile"])

@@ -316,6 +316,10 @@ def _load(frame: _Frame, compile_id: Any) -> Any:
 _built: weakref.WeakKeyDictionary[types.CodeType, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
+def _remember_built(frame: _Frame, guards_text: str, manager: Any) -> None:
+    _built.setdefault(frame.code, {})[guards_text] = manager
+
+
 def _fails_again(frame: _Frame, candidate: dict[str, Any]) -> bool:
     """Whether the guard manager built earlier in this process for this candidate fails on this call."""
     manager = _built.get(frame.code, {}).get(candidate["guards"])
@@ -358,7 +362,7 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
     # frame was recorded) raises here instead of failing a check. Either way the guards do not hold for this call.
     try:
         guard_manager = load_guard_manager(guards_state, frame.code, scope)
-        _built.setdefault(frame.code, {})[candidate["guards"]] = guard_manager
+        _remember_built(frame, candidate["guards"], guard_manager)
         failed = None if guard_manager.check(frame.f_locals) else "check"
     except Exception as e:
         failed = f"{type(e).__name__}: {e}"
@@ -501,7 +505,7 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
         "automatic_dynamic": dynamic_state.snapshot(frame.code, frame.closure),
         "markings": rec.markings,
     }
-    _built.setdefault(frame.code, {})[candidate["guards"]] = manager  # a later compile of the code checks it first
+    _remember_built(frame, candidate["guards"], manager)  # a later compile of the code checks it first
     _persist(frame, candidate, seconds)
 
 
