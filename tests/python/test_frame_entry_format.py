@@ -257,3 +257,42 @@ def test_generated_dataclass_init_pinned_through_its_class_with_one_referrer_sca
 
     with pytest.raises(content.Unportable, match="generated and belongs to no importable class"):
         content.source_of(Local.__init__.__code__)
+
+
+def test_guards_keep_the_one_user_frame_dynamos_messages_name():
+    """A recorded guard keeps, of its user stack, only the frame Dynamo's recompile reasons and guard logs name (the
+    innermost outside Dynamo's own files): its verbose code part is unchanged. Guards made on one line share one
+    kept stack, the traceback-less `stack` is dropped, and a guard without stacks is returned as it is."""
+    import traceback
+
+    from torch._dynamo import polyfills
+    from torch._dynamo.guards import GuardBuilder, get_verbose_code_part
+    from torch._dynamo.source import LocalSource
+    from torch._guards import Guard
+
+    def frame(filename: str, lineno: int, name: str) -> traceback.FrameSummary:
+        return traceback.FrameSummary(filename, lineno, name, line=f"line {lineno} of {name}")
+
+    def made_at(*frames: traceback.FrameSummary, stack: object = None) -> Guard:
+        return Guard(
+            LocalSource("x"),
+            GuardBuilder.TENSOR_MATCH,
+            stack=stack,
+            user_stack=traceback.StackSummary.from_list(list(frames)),
+        )
+
+    outer, inner = frame("/user/model.py", 10, "forward"), frame("/user/layers.py", 42, "attention")
+    dynamo_own = frame(polyfills.__file__, 7, "polyfill")
+    first = made_at(outer, inner, dynamo_own, stack=traceback.StackSummary())
+    second = made_at(outer, frame("/user/layers.py", 42, "attention"))  # another FrameSummary for the same line
+    kept: dict = {}
+    slim_first, slim_second = guards.without_stacks(first, kept), guards.without_stacks(second, kept)
+    assert [tuple(f)[:3] for f in slim_first.user_stack] == [("/user/layers.py", 42, "attention")]
+    assert slim_second.user_stack is slim_first.user_stack and slim_first.stack is None
+    for before, after in ((first, slim_first), (second, slim_second)):
+        assert "layers.py:42" in get_verbose_code_part("check(x)", after)
+        assert get_verbose_code_part("check(x)", after) == get_verbose_code_part("check(x)", before)
+    only_dynamo = guards.without_stacks(made_at(dynamo_own), kept)
+    assert only_dynamo.user_stack is None
+    bare = Guard(LocalSource("x"), GuardBuilder.TENSOR_MATCH)
+    assert guards.without_stacks(bare, kept) is bare

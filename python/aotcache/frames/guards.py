@@ -12,6 +12,7 @@ import functools
 import importlib
 import inspect
 import sys
+import traceback
 import weakref
 from typing import Any
 
@@ -58,6 +59,33 @@ def portable(builder: Any, guard: Any) -> Any:
     return dataclasses.replace(
         guard, create_fn=functools.partial(aotcache_content_match, kind, description), guard_types=None
     )
+
+
+def without_stacks(guard: Any, kept_stacks: dict[tuple, Any]) -> Any:
+    """`guard` carrying only the one stack frame Dynamo's messages name.
+
+    Dynamo keeps two stacks on each guard: `stack`, where in Dynamo the guard was made (its traceback object cannot
+    be pickled, so a loaded frame never had it), and `user_stack`, the user's code being traced. Its recompile
+    reasons and guard logs name one frame of it: the innermost outside Dynamo's own files (get_verbose_code_part).
+    Serialized whole, the user stacks are most of a frame's guards (gpt2's decode frame: about 600 stacks), and the
+    guard manager built from them keeps them all alive. Only that one frame is kept; the verbose guard log
+    (TORCH_LOGS=+guards) of a loaded frame shows it alone. `kept_stacks` (one per frame's guards) shares one
+    one-frame stack between the guards made on the same line, as Dynamo's stacks share their frames."""
+    user = guard.user_stack
+    kept = None
+    if user:
+        from torch._dynamo.guards import uninteresting_files
+
+        skipped = uninteresting_files()
+        shown = next((f for f in reversed(user) if f.filename not in skipped), None)
+        if shown is not None:
+            where = (shown.filename, shown.lineno, shown.name)
+            kept = kept_stacks.get(where)
+            if kept is None:
+                kept = kept_stacks[where] = traceback.StackSummary.from_list([shown])
+    if guard.stack is None and kept is None and not user:
+        return guard
+    return dataclasses.replace(guard, stack=None, user_stack=kept)
 
 
 def aotcache_content_match(kind: str, description: tuple, builder: Any, guard: Any) -> None:

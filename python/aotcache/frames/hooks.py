@@ -143,7 +143,8 @@ def install() -> None:
             if rec is None:
                 return original_serialize(self, builder, sorted_guards, output_graph)
             try:
-                carried = [guards.portable(builder, g) for g in sorted_guards]
+                kept_stacks: dict[tuple, Any] = {}
+                carried = [guards.without_stacks(guards.portable(builder, g), kept_stacks) for g in sorted_guards]
                 live = rec.output_graph_live or output_graph
                 carried.append(guards.storage_partition_guard(builder, live, rec.frame.f_globals))
                 rec.markings = guards.dimension_markings(builder, sorted_guards)
