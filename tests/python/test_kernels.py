@@ -76,3 +76,75 @@ def test_switched_off_nothing_is_carried(run_fresh, cache_dir, tmp_path):
     warm = run_fresh("mlp", env={**off, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "empty")})
     assert warm.stats["hits"] == 1 and warm.stats["kernels"] == {} and warm.cxx_builds > 0
     assert_bitwise_equal(cold.tensors, warm.tensors)
+
+
+# ---- in-process: the pass-throughs a load whose kernels are all present takes ------------------------------------
+class _Options:
+    """Stands in for Inductor's build options: counts how many are made."""
+
+    made = 0
+
+    def __init__(self, vec_isa: str = "", extra_flags: tuple = (), compile_only: bool = False) -> None:
+        type(self).made += 1
+        self.flags = ["-O3", vec_isa, *extra_flags] + (["-c"] if compile_only else [])
+        self.precompiled_header = None
+
+
+def test_build_options_made_once_per_arguments_inside_a_load_and_copied():
+    import threading
+
+    from aotcache import kernels
+
+    _Options.made = 0
+    options = kernels._reused_options_with(_Options)
+    outside = [options(vec_isa="avx2"), options(vec_isa="avx2")]
+    assert _Options.made == 2 and all(isinstance(o, _Options) for o in outside)  # outside a load: torch's own
+    with kernels._all_kernels_present():
+        first = options(vec_isa="avx2", extra_flags=["-g"])
+        first.precompiled_header = "set by Inductor on this kernel's options"
+        first.flags.append("changed in place")
+        second = options(vec_isa="avx2", extra_flags=["-g"])
+        other = options(vec_isa="avx2", compile_only=True)
+        in_thread = []
+        worker = threading.Thread(target=lambda: in_thread.append(options(vec_isa="avx2", extra_flags=["-g"])))
+        worker.start()
+        worker.join()
+    assert _Options.made == 2 + 1 + 1 + 1  # one per distinct arguments, and the other thread's own
+    assert second is not first and second.precompiled_header is None and second.flags == ["-O3", "avx2", "-g"]
+    assert other.flags == ["-O3", "avx2", "-c"] and in_thread[0].flags == ["-O3", "avx2", "-g"]
+    options(vec_isa="avx2")
+    assert _Options.made == 6  # the load is over
+
+
+def test_inductors_real_build_options_copied_give_the_same_command_line():
+    """The copy of Inductor's own options builds the command line a freshly made one does (its kernel path hashes
+    it), and setting the copy's precompiled header leaves the one kept untouched."""
+    from torch._inductor import codecache
+    from torch._inductor.cpp_builder import CppBuilder
+
+    from aotcache import kernels
+
+    real = getattr(codecache.CppTorchDeviceOptions, "_aotcache_replaces", codecache.CppTorchDeviceOptions)
+    options = kernels._reused_options_with(real)
+    kwargs = {"vec_isa": codecache.pick_vec_isa(), "include_pytorch": True, "shared": True, "device_type": "cpu"}
+
+    def line(o) -> str:
+        return CppBuilder(name="o", sources="i", BuildOption=o).get_command_line()
+
+    with kernels._all_kernels_present():
+        kept = options(**kwargs)
+        kept.precompiled_header = "/elsewhere/header.h"
+        copy = options(**kwargs)
+    assert copy.precompiled_header is None and line(copy) == line(real(**kwargs))
+
+
+def test_precompiled_header_replaced_by_a_plain_one_inside_a_load_only(tmp_path, monkeypatch):
+    from aotcache import kernels
+
+    monkeypatch.setattr(kernels, "_inductor_dir", lambda: str(tmp_path))
+    asked = []
+    header = kernels._plain_header_with(lambda h, line, **kw: asked.append(h) or "/precompiled.gch")
+    assert header("torch/prefix.h", "g++ ...") == "/precompiled.gch" and asked == ["torch/prefix.h"]
+    with kernels._all_kernels_present():
+        plain = header("torch/prefix.h", "g++ ...", vec_isa="avx2")
+    assert asked == ["torch/prefix.h"] and Path(plain).read_text() == "#include <torch/prefix.h>\n"
