@@ -75,12 +75,15 @@ class Capture:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
+        self.unavailable = False  # the recording hook could not be installed: kernels were not seen
         self.loaders: list[Any] = []
 
     def bundle(self) -> tuple[bytes, str | None]:
         """(bundle bytes, None), or (b"", why there is none)."""
         if not self.enabled:
             return b"", None
+        if self.unavailable:
+            return b"", "capture_unavailable"
         if not self.loaders:
             return b"", None  # no C++ kernel (or all inlined): nothing to carry, nothing missing
         fp = fingerprint()
@@ -118,25 +121,59 @@ class Capture:
 
 @contextlib.contextmanager
 def capture(enabled: bool = True) -> Iterator[Capture]:
-    """Records the C++ kernels Inductor loads while in force (one compile)."""
+    """Records the C++ kernels Inductor loads on this thread while in force (one compile). The recording hook is a
+    pass-through installed once in `CppCodeCache.load_async` (swapping it in and out around each compile, two
+    threads compiling at once could leave it swapped, recording into a finished capture for good); it records only
+    for the thread's innermost capture, so a compile on another thread adds nothing to this one's kernels."""
     cap = Capture(enabled)
     if not enabled:
         yield cap
         return
-    from torch._inductor.codecache import CppCodeCache
-
-    original = CppCodeCache.__dict__["load_async"]
-
-    def load_async(cls: Any, *args: Any, **kwargs: Any) -> Any:
-        loader = original.__func__(cls, *args, **kwargs)
-        cap.loaders.append(loader)
-        return loader
-
-    CppCodeCache.load_async = classmethod(load_async)  # type: ignore[method-assign,assignment]
+    if not _install_capture_hook():
+        cap.unavailable = True
+        yield cap
+        return
+    outer = getattr(_capturing, "cap", None)
+    _capturing.cap = cap
     try:
         yield cap
     finally:
-        CppCodeCache.load_async = original  # type: ignore[method-assign]
+        _capturing.cap = outer
+
+
+_capturing = threading.local()
+_capture_hook_lock = threading.Lock()
+_capture_hook: bool | None = None
+
+
+def _recording(original: Any) -> Any:
+    """The classmethod `original` (Inductor's `load_async`), recording each loader it returns into the thread's
+    capture, if any."""
+
+    def load_async(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        loader = original.__func__(cls, *args, **kwargs)
+        cap = getattr(_capturing, "cap", None)
+        if cap is not None:
+            cap.loaders.append(loader)
+        return loader
+
+    load_async._aotcache_replaces = original  # type: ignore[attr-defined]
+    return classmethod(load_async)
+
+
+def _install_capture_hook() -> bool:
+    global _capture_hook
+    with _capture_hook_lock:
+        if _capture_hook is None:
+            try:
+                from torch._inductor.codecache import CppCodeCache
+
+                CppCodeCache.load_async = _recording(CppCodeCache.__dict__["load_async"])  # type: ignore[method-assign]
+                _capture_hook = True
+            except Exception:
+                log.debug("kernel capture hook not installed", exc_info=True)
+                _capture_hook = False
+        return _capture_hook
 
 
 @contextlib.contextmanager

@@ -148,3 +148,46 @@ def test_precompiled_header_replaced_by_a_plain_one_inside_a_load_only(tmp_path,
     with kernels._all_kernels_present():
         plain = header("torch/prefix.h", "g++ ...", vec_isa="avx2")
     assert asked == ["torch/prefix.h"] and Path(plain).read_text() == "#include <torch/prefix.h>\n"
+
+
+def test_capture_records_only_its_own_threads_kernel_loads():
+    """Two compiles capturing at once on two threads each record their own kernel loads, and none is recorded after
+    they end: the hook is installed in Inductor once and records for the thread's innermost capture."""
+    import threading
+
+    from torch._inductor.codecache import CppCodeCache
+
+    from aotcache import kernels
+
+    loaded: list[str] = []
+
+    class Inductors:  # stands in for CppCodeCache: a load_async that builds nothing
+        @classmethod
+        def load_async(cls, source: str) -> str:
+            loaded.append(source)
+            return f"loader of {source}"
+
+    Inductors.load_async = kernels._recording(Inductors.__dict__["load_async"])
+    both_in = threading.Barrier(2)
+    caps = {}
+
+    def compile_on_thread(name: str) -> None:
+        with kernels.capture() as cap:
+            both_in.wait()
+            Inductors.load_async(f"{name} kernel")
+            both_in.wait()
+        caps[name] = cap
+
+    threads = [threading.Thread(target=compile_on_thread, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    Inductors.load_async("after both")
+    assert caps["a"].loaders == ["loader of a kernel"] and caps["b"].loaders == ["loader of b kernel"]
+    assert sorted(loaded) == ["a kernel", "after both", "b kernel"]
+    hook = CppCodeCache.__dict__["load_async"].__func__
+    with kernels.capture():
+        pass
+    assert CppCodeCache.__dict__["load_async"].__func__ is hook  # installed once, never swapped
+    assert not hasattr(hook._aotcache_replaces.__func__, "_aotcache_replaces")  # wrapping torch's own
