@@ -129,7 +129,7 @@ def capture(enabled: bool = True) -> Iterator[Capture]:
     if not enabled:
         yield cap
         return
-    if not _install_capture_hook():
+    if not _install_hooks():
         cap.unavailable = True
         yield cap
         return
@@ -142,8 +142,6 @@ def capture(enabled: bool = True) -> Iterator[Capture]:
 
 
 _capturing = threading.local()
-_capture_hook_lock = threading.Lock()
-_capture_hook: bool | None = None
 
 
 def _recording(original: Any) -> Any:
@@ -159,21 +157,6 @@ def _recording(original: Any) -> Any:
 
     load_async._aotcache_replaces = original  # type: ignore[attr-defined]
     return classmethod(load_async)
-
-
-def _install_capture_hook() -> bool:
-    global _capture_hook
-    with _capture_hook_lock:
-        if _capture_hook is None:
-            try:
-                from torch._inductor.codecache import CppCodeCache
-
-                CppCodeCache.load_async = _recording(CppCodeCache.__dict__["load_async"])  # type: ignore[method-assign]
-                _capture_hook = True
-            except Exception:
-                log.debug("kernel capture hook not installed", exc_info=True)
-                _capture_hook = False
-        return _capture_hook
 
 
 @contextlib.contextmanager
@@ -214,20 +197,19 @@ def installed(bundle: bytes, enabled: bool = True) -> Iterator[dict[str, int]]:
 #   that includes the real one instead (what g++ falls back to anyway), so a kernel that had to be compiled after
 #   all (another command line on this machine) is still correct. The header's path enters the build command only,
 #   never a kernel's path (Inductor hashes the command line before it adds the header).
-# - its build options, made afresh for each kernel to hash the command line into the kernel's path: about 1.2 ms
-#   each (include and library paths, the Python and OpenMP settings), twice per kernel (gpt2:generate's 21 kernels:
-#   0.05 s of a 0.65 s warm start). Within one graph's load they are made once per distinct set of arguments, then
-#   copied: the arguments, Inductor's config and the environment they are made from do not change inside a load.
+# - its build options, made afresh for each kernel to hash the command line into the kernel's path (include and
+#   library paths, the Python and OpenMP settings), twice per kernel (T5's 57 kernels: 0.08 s of a 0.75 s warm
+#   start). Within one graph's load they are made once per distinct set of arguments, then copied: the arguments,
+#   Inductor's config and the environment they are made from do not change inside a load (T5: 0.04 s left, most of
+#   it the process's first set, which fills torch's own caches).
 # Both are pass-throughs installed once in Inductor's module (never swapped in and out, which two threads loading at
 # once could leave swapped): they take these paths only inside `_all_kernels_present()`, on the same thread.
 _present = threading.local()
-_passthrough_lock = threading.Lock()
-_passthroughs: bool | None = None
 
 
 @contextlib.contextmanager
 def _all_kernels_present() -> Iterator[None]:
-    if not _install_passthroughs():
+    if not _install_hooks():
         yield
         return
     outer = getattr(_present, "options", None)
@@ -238,20 +220,29 @@ def _all_kernels_present() -> Iterator[None]:
         _present.options = outer
 
 
-def _install_passthroughs() -> bool:
-    global _passthroughs
-    with _passthrough_lock:
-        if _passthroughs is None:
+_hooks_lock = threading.Lock()
+_hooks: bool | None = None
+
+
+def _install_hooks() -> bool:
+    """Installs the three pass-throughs into Inductor's codecache once (the capture's recording `load_async`, the
+    load's plain header and reused build options); False where they could not be: nothing is captured, loads take
+    torch's path."""
+    global _hooks
+    with _hooks_lock:
+        if _hooks is None:
             try:
                 from torch._inductor import codecache
 
+                cache = codecache.CppCodeCache
+                cache.load_async = _recording(cache.__dict__["load_async"])  # type: ignore[method-assign]
                 codecache._precompile_header = _plain_header_with(codecache._precompile_header)
                 codecache.CppTorchDeviceOptions = _reused_options_with(codecache.CppTorchDeviceOptions)
-                _passthroughs = True
+                _hooks = True
             except Exception:
-                log.debug("kernel load pass-throughs not installed", exc_info=True)
-                _passthroughs = False
-        return _passthroughs
+                log.debug("kernel hooks not installed", exc_info=True)
+                _hooks = False
+        return _hooks
 
 
 def _plain_header_with(real: Any) -> Any:

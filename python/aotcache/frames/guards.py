@@ -83,7 +83,7 @@ def without_stacks(guard: Any, kept_stacks: dict[tuple, Any]) -> Any:
             kept = kept_stacks.get(where)
             if kept is None:
                 kept = kept_stacks[where] = traceback.StackSummary.from_list([shown])
-    if guard.stack is None and kept is None and not user:
+    if guard.stack is None and not user:
         return guard
     return dataclasses.replace(guard, stack=None, user_stack=kept)
 
