@@ -29,6 +29,7 @@ import os
 import threading
 import time
 import types
+import warnings
 import weakref
 from typing import Any
 
@@ -36,7 +37,7 @@ import torch
 
 from aotcache import _core, compiler, counters, global_state, isa_probe, kernels, settings
 from aotcache.errors import Bypass
-from aotcache.frames import code_codec, content, dynamic_state, entry, guards, tags
+from aotcache.frames import code_codec, content, dynamic_state, entry, guards, read_set, tags
 from aotcache.storage import opened
 
 log = logging.getLogger("aotcache")
@@ -73,7 +74,13 @@ class _Recording:
     output_graph: Any = None
     markings: dict[str, Any] = dataclasses.field(default_factory=dict)  # mark_dynamic & co of the guarded tensors
     output_graph_live: Any = None  # while its guards are built: the storage-partition guard reads its graph inputs
+    reads: list[list[str]] = dataclasses.field(default_factory=list)  # read_set.record: what the trace read
+    facts: dict[str, Any] = dataclasses.field(default_factory=dict)  # read_set.facts at the trace
     refused: _Refused | None = None
+
+    def refuse(self, code: str, message: str) -> None:
+        if self.refused is None:
+            self.refused = _Refused(code, message)
 
 
 # A test hook (test_frames.py, the zoo and adversarial suites): a JSON line per guard set built, fresh ("traced") or
@@ -143,15 +150,22 @@ def install() -> None:
             if rec is None:
                 return original_serialize(self, builder, sorted_guards, output_graph)
             try:
+                rec.facts = read_set.facts()
+                if rec.facts["global_module_hooks"]:
+                    raise _Refused("global_hooks", "global nn.Module hooks are registered: the trace inlined them")
+                rec.reads = read_set.record(builder, sorted_guards)
                 kept_stacks: dict[tuple, Any] = {}
                 carried = [guards.without_stacks(guards.portable(builder, g), kept_stacks) for g in sorted_guards]
                 live = rec.output_graph_live or output_graph
                 carried.append(guards.storage_partition_guard(builder, live, rec.frame.f_globals))
                 rec.markings = guards.dimension_markings(builder, sorted_guards)
                 guards.keep_builtins(self, carried, output_graph)
-                return original_serialize(self, builder, carried, output_graph)
+                # Dynamo's pickler reads every guarded tensor's .grad (a non-leaf's warns): not the user's warning.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    return original_serialize(self, builder, carried, output_graph)
             except Exception as e:  # Dynamo catches PackageError only: the frame traces, unrecorded
-                rec.refused = _Refused(getattr(e, "code", "guards"), f"{type(e).__name__}: {e}")
+                rec.refuse(getattr(e, "code", "guards"), f"{type(e).__name__}: {e}")
                 raise torch._dynamo.exc.PackageError(str(e)) from None
 
         def reducer_override(self: Any, obj: Any) -> Any:
@@ -162,6 +176,22 @@ def install() -> None:
                 return reduced
             return guards.drop_unguarded_grad(self, original_reduce(self, obj))
 
+        from torch._dynamo.variables import functions as dynamo_functions
+
+        original_constant = dynamo_functions.invoke_and_store_as_constant
+
+        def invoke_and_store_as_constant(tx: Any, fn: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+            rec = _recording()
+            if rec is not None:
+                # The result is baked into the graph and no guard checks it: another process's call may differ.
+                rec.refuse("assume_constant_result", f"{getattr(fn, '__qualname__', fn)} is assume_constant_result")
+            return original_constant(tx, fn, name, *args, **kwargs)
+
+        from torch._dynamo.variables import nn_module as dynamo_nn_module
+
+        dynamo_functions.invoke_and_store_as_constant = invoke_and_store_as_constant
+        if getattr(dynamo_nn_module, "invoke_and_store_as_constant", None) is original_constant:
+            dynamo_nn_module.invoke_and_store_as_constant = invoke_and_store_as_constant
         convert_frame._compile = _compile
         dynamo_guards.GuardsStatePickler.reducer_override = reducer_override
         convert_frame.CheckFunctionManager = RecordingCheckFunctionManager
@@ -343,6 +373,10 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
         return None, "guards_failed"
     if not content.sources_unchanged(candidate["sources"]):
         return None, "sources_changed"
+    changed_fact = read_set.facts_changed(candidate["facts"])
+    if changed_fact is not None:
+        log.debug("frame %s not served: %s", _name(frame.code), changed_fact)
+        return None, "facts_changed"
     # Some sources install a guard when they are built (ImportSource: ID_MATCH on the module), unpickling too: give
     # them a scratch tracing context. The guard they meant is in the serialized list already, as a content guard.
     with torch._guards.tracing(torch._guards.TracingContext(FakeTensorMode())):
@@ -358,6 +392,14 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
     for name, spec in candidate["globals"].items():
         if spec["kind"] == "module" and name not in scope:
             scope[name] = importlib.import_module(spec["name"])
+    # What the trace read, by content: Dynamo rebuilds its guards from the objects this process has (a module, a
+    # class, a function's globals are this process's own), so they would hold for whatever those hold now.
+    changed_read = read_set.changed(candidate["reads"], frame.f_locals, scope)
+    if changed_read is not None:
+        if added_builtins:
+            _reserve_unique_id(builtins_name)
+        log.debug("frame %s not served: %s", _name(frame.code), changed_read)
+        return None, "reads_changed"
     # Building the guards reads the live objects some sources name (the dicts whose key order is guarded, through
     # the module globals): a source this process's state lacks (a registry dict with fewer entries than when the
     # frame was recorded) raises here instead of failing a check. Either way the guards do not hold for this call.
@@ -369,15 +411,14 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
         failed = f"{type(e).__name__}: {e}"
     if GUARD_LOG:
         _log_guards("loaded", frame.code, guards_state.output_graph._guards)
+    if added_builtins:
+        # Kept installed (as Dynamo keeps its own): the guard manager remembered for this candidate reads it.
+        _reserve_unique_id(builtins_name)
     if failed is not None:
-        if added_builtins:
-            del scope[builtins_name]
         if log.isEnabledFor(logging.DEBUG):
             why = guard_manager.check_verbose(frame.f_locals) if failed == "check" else failed
             log.debug("frame %s guards failed: %s", _name(frame.code), why)
         return None, "guards_failed"
-    if added_builtins:
-        _reserve_unique_id(builtins_name)
     values, loaded = {}, []
     for name, spec in candidate["globals"].items():
         if spec["kind"] == "module":
@@ -498,6 +539,9 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
         except content.Unportable as e:
             raise _Refused("inlined_source", str(e)) from None
     manager = _check_loadable(frame, rec.guards_state, rec.markings)
+    unstable = read_set.changed(rec.reads, frame.f_locals, frame.f_globals)
+    if unstable is not None:  # a content that differs from itself would never let the frame load
+        raise _Refused("reads_unstable", f"the read set does not hold for the call traced: {unstable}")
     candidate = {
         "guards": entry.b64(rec.guards_state),
         "code": _dump_code(_renamed(guarded.code, renames)),
@@ -505,6 +549,8 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
         "sources": sorted([list(s) for s in sources]),
         "automatic_dynamic": dynamic_state.snapshot(frame.code, frame.closure),
         "markings": rec.markings,
+        "reads": rec.reads,
+        "facts": rec.facts,
     }
     _remember_built(frame, candidate["guards"], manager)  # a later compile of the code checks it first
     _persist(frame, candidate, seconds)

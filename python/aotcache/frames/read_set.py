@@ -1,0 +1,359 @@
+"""The read set of a recorded frame: what Dynamo read while tracing, by content, checked in full when a frame loads.
+
+Dynamo's serialized guards are rebuilt on load by evaluating each guard's source in the pickled scope of the
+recording, in which a module, a class or a function's globals are the *loading* process's own objects (a module is
+pickled by name). A guard on `lib.K == 2.0` is rebuilt as `lib.K == <lib.K now>`, a type guard as the class that name
+has now, a builtin guard as whatever `torch.relu` is bound to now: they all hold. So the value each guard was built
+on is recorded here, by content, while the frame is traced, and on load every source is evaluated in the loading
+frame and its content compared before Dynamo's guards are rebuilt. Dynamo's guards then only check what must be
+evaluated per call; this checks that the objects the trace depended on are the objects it saw.
+
+Content (`fingerprint`), never identity:
+- a function: its module, qualified name, code (by digest), defaults, keyword defaults, closure cell contents and
+  the globals its code reads (shallow);
+- a class: its MRO by name and, for each class in it that Python code can change (heap types), every attribute of
+  its namespace by content (methods by code, defaults and closure; properties, static and class methods by their
+  functions; scalars by value); a static (C) type by name;
+- a builtin: the C function's own module and qualified name and what it is bound to (`torch.relu` rebound to
+  `torch.sigmoid` names sigmoid), checked on the value the name gives now;
+- a module: its name and that it is sys.modules' own;
+- scalars by type and repr, small containers element-wise, tensors by metadata (not values: they are graph inputs
+  or guarded by Dynamo per call), other objects by their class.
+
+Beyond Dynamo's guards, `facts` are process-wide states a trace depends on that Dynamo does not guard in a way a
+frame entry carries: today the global nn.Module hooks (registered after a frame was recorded, a fresh trace would
+inline them).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import sys
+import types
+from typing import Any
+
+import torch
+
+from aotcache.frames import content
+
+# Guard kinds whose check compares the value at the source with the value it had when the guard was built.
+VALUE_KINDS = frozenset(
+    {
+        "EQUALS_MATCH",
+        "CONSTANT_MATCH",
+        "ID_MATCH",
+        "FUNCTION_MATCH",
+        "CLOSURE_MATCH",
+        "BUILTIN_MATCH",
+        "MODULE_MATCH",
+        "CLASS_MATCH",
+        "BOOL_MATCH",
+        "NONE_MATCH",
+        "NOT_NONE_MATCH",
+        "CONSTANT_SUBCLASS_MATCH",
+    }
+)
+TYPE_KINDS = frozenset({"TYPE_MATCH"})
+LENGTH_KINDS = frozenset({"SEQUENCE_LENGTH", "TUPLE_ITERATOR_LEN", "LENGTH_CHECK", "LIST_LENGTH", "DICT_LENGTH"})
+KEYS_KINDS = frozenset({"DICT_KEYS_MATCH", "MAPPING_KEYS_CHECK", "DICT_KEYS"})
+
+_MAX_DEPTH = 4
+_MAX_ITEMS = 64
+_HEAPTYPE = 1 << 9
+
+
+class Fingerprints:
+    """One pass of fingerprinting (a recording or a load): classes and functions memoized for its duration only, so
+    a change between two loads is always seen."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[Any, str]] = {}
+
+    def of(self, value: Any, depth: int = 0) -> str:
+        key = id(value)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        try:
+            text = self._text(value, depth)
+        except Exception as e:  # an object that cannot be read: by its type, with the failure
+            text = f"unreadable:{_type_name(type(value))}:{type(e).__name__}"
+        if isinstance(value, (type, types.FunctionType)):
+            self._memo[key] = (value, text)
+        return text
+
+    def digest(self, value: Any) -> str:
+        return hashlib.sha256(self.of(value).encode()).hexdigest()[:32]
+
+    # ---- canonical text of a value ----------------------------------------------------------------------------
+    def _text(self, value: Any, depth: int) -> str:
+        t = type(value)
+        if value is None or t in (bool, int, float, complex, str, bytes):
+            return f"{t.__name__}:{value!r}"
+        if t in (torch.dtype, torch.device, torch.layout, torch.memory_format):
+            return f"torch:{t.__name__}:{value}"
+        if isinstance(value, types.ModuleType):
+            own = sys.modules.get(value.__name__) is value
+            return f"module:{value.__name__}{'' if own else ':not-sys.modules'}"
+        if isinstance(value, type):
+            return self._class(value, depth)
+        if isinstance(value, types.FunctionType):
+            return self._function(value, depth)
+        if isinstance(value, types.MethodType):
+            return f"method:{self.of(value.__func__, depth + 1)}:self={self._shallow(value.__self__)}"
+        if isinstance(value, types.BuiltinFunctionType):
+            owner = value.__self__
+            bound = owner.__name__ if isinstance(owner, types.ModuleType) else self._shallow(owner)
+            return f"builtin:{getattr(value, '__module__', None)}:{value.__qualname__}:{bound}"
+        if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType, types.GetSetDescriptorType)):
+            return f"descriptor:{t.__name__}:{_type_name(value.__objclass__)}.{value.__name__}"
+        if isinstance(value, (types.MemberDescriptorType, types.ClassMethodDescriptorType)):
+            return f"descriptor:{t.__name__}:{_type_name(value.__objclass__)}.{value.__name__}"
+        if isinstance(value, (staticmethod, classmethod)):
+            return f"{t.__name__}:{self.of(value.__func__, depth + 1)}"
+        if isinstance(value, property):
+            parts = (self.of(f, depth + 1) for f in (value.fget, value.fset, value.fdel))
+            return "property:" + ":".join(parts)
+        if isinstance(value, functools.partial):
+            args = ",".join(self.of(a, depth + 1) for a in value.args)
+            kw = ",".join(f"{k}={self.of(v, depth + 1)}" for k, v in sorted(value.keywords.items()))
+            return f"partial:{self.of(value.func, depth + 1)}:({args}):{{{kw}}}"
+        if isinstance(value, torch.Tensor):
+            return (
+                f"tensor:{_type_name(t)}:{value.dtype}:{value.device}:{tuple(value.shape)}:"
+                f"{tuple(value.stride()) if value.layout == torch.strided else value.layout}:{value.requires_grad}"
+            )
+        if isinstance(value, torch.nn.Module):
+            return f"nn.Module:{self.of(t, depth + 1)}"
+        if isinstance(value, (tuple, list, set, frozenset, dict)) and t in (tuple, list, set, frozenset, dict):
+            return self._container(value, depth)
+        import enum
+
+        if isinstance(value, enum.Enum):
+            return f"enum:{self.of(t, depth + 1)}:{value.name}:{self.of(value.value, depth + 1)}"
+        # Any other object: by its class (its attributes Dynamo read are guarded, and fingerprinted, by source).
+        return f"object:{self.of(t, depth + 1)}"
+
+    def _shallow(self, value: Any) -> str:
+        t = type(value)
+        if value is None or t in (bool, int, float, complex, str, bytes):
+            return f"{t.__name__}:{value!r}"
+        if isinstance(value, types.ModuleType):
+            return f"module:{value.__name__}"
+        if isinstance(value, type):
+            return f"type:{_type_name(value)}"
+        if isinstance(value, types.FunctionType):
+            return f"fn:{value.__module__}.{value.__qualname__}:{content.code_digest(value.__code__)[:16]}"
+        if t in (tuple, list, frozenset) and len(value) <= _MAX_ITEMS:
+            return f"{t.__name__}[" + ",".join(self._shallow(v) for v in value) + "]"
+        if isinstance(value, types.BuiltinFunctionType):
+            return f"builtin:{getattr(value, '__module__', None)}:{value.__qualname__}"
+        return f"a {_type_name(t)}"
+
+    def _container(self, value: Any, depth: int) -> str:
+        name = type(value).__name__
+        if depth >= _MAX_DEPTH or len(value) > _MAX_ITEMS:
+            return f"{name}:len={len(value)}"
+        if isinstance(value, dict):
+            items = [f"{self.of(k, depth + 1)}={self.of(v, depth + 1)}" for k, v in value.items()]
+            return f"dict{{{','.join(items)}}}"
+        parts = [self.of(v, depth + 1) for v in value]
+        if isinstance(value, (set, frozenset)):
+            parts.sort()
+        return f"{name}[{','.join(parts)}]"
+
+    def _function(self, fn: types.FunctionType, depth: int) -> str:
+        parts = [f"fn:{fn.__module__}.{fn.__qualname__}:{content.code_digest(fn.__code__)}"]
+        if depth >= _MAX_DEPTH:
+            return parts[0] + ":deep"
+        if fn.__defaults__:
+            parts.append("defaults=" + ",".join(self.of(d, depth + 1) for d in fn.__defaults__))
+        if fn.__kwdefaults__:
+            kw = (f"{k}={self.of(v, depth + 1)}" for k, v in sorted(fn.__kwdefaults__.items()))
+            parts.append("kwdefaults=" + ",".join(kw))
+        for cell in fn.__closure__ or ():
+            try:
+                parts.append("cell=" + self.of(cell.cell_contents, depth + 1))
+            except ValueError:
+                parts.append("cell=<empty>")
+        g = fn.__globals__
+        for name in _global_names(fn.__code__):
+            if name in g:
+                parts.append(f"global {name}={self._shallow(g[name])}")
+        return ":".join(parts)
+
+    def _class(self, cls: type, depth: int) -> str:
+        if not cls.__flags__ & _HEAPTYPE:
+            return f"type:{_type_name(cls)}"
+        if depth >= _MAX_DEPTH:
+            return f"class:{_type_name(cls)}:deep"
+        parts = [f"class:{_type_name(cls)}:mro=" + ",".join(_type_name(k) for k in cls.__mro__)]
+        for k in cls.__mro__:
+            if not k.__flags__ & _HEAPTYPE:
+                continue
+            for name, attr in list(vars(k).items()):
+                if name in _SKIPPED_CLASS_ATTRIBUTES:
+                    continue
+                parts.append(f"{_type_name(k)}.{name}={self._attribute(attr, depth)}")
+        return "\n".join(parts)
+
+    def _attribute(self, attr: Any, depth: int) -> str:
+        """A class attribute: functions and descriptors by content (not their globals: code Dynamo inlines reads
+        its globals through guarded sources), other values shallow."""
+        if isinstance(attr, types.FunctionType):
+            return self._method(attr, depth)
+        if isinstance(attr, (staticmethod, classmethod)):
+            inner = attr.__func__
+            what = self._method(inner, depth) if isinstance(inner, types.FunctionType) else self._shallow(inner)
+            return f"{type(attr).__name__}:{what}"
+        if isinstance(attr, property):
+            return "property:" + ":".join(
+                self._method(f, depth) if isinstance(f, types.FunctionType) else self._shallow(f)
+                for f in (attr.fget, attr.fset, attr.fdel)
+            )
+        if isinstance(attr, type):
+            return f"type:{_type_name(attr)}"
+        if isinstance(attr, (types.BuiltinFunctionType, functools.partial)) or type(attr) in (
+            bool,
+            int,
+            float,
+            complex,
+            str,
+            bytes,
+        ):
+            return self.of(attr, depth + 1)
+        return self._shallow(attr)
+
+    def _method(self, fn: types.FunctionType, depth: int) -> str:
+        parts = [f"{fn.__qualname__}:{content.code_digest(fn.__code__)}"]
+        if fn.__defaults__:
+            parts.append("defaults=" + ",".join(self._shallow(d) for d in fn.__defaults__))
+        if fn.__kwdefaults__:
+            parts.append("kwdefaults=" + ",".join(f"{k}={self._shallow(v)}" for k, v in sorted(fn.__kwdefaults__.items())))
+        for cell in fn.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                parts.append("cell=<empty>")
+                continue
+            # __class__ (the cell super() reads) is the class itself: by name, not again by content
+            parts.append("cell=" + (f"type:{_type_name(value)}" if isinstance(value, type) else self._shallow(value)))
+        return ":".join(parts)
+
+
+# Namespace entries that describe a class rather than decide what its code does.
+_SKIPPED_CLASS_ATTRIBUTES = frozenset({"__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"})
+
+
+def _type_name(t: type) -> str:
+    return f"{getattr(t, '__module__', '?')}.{getattr(t, '__qualname__', '?')}"
+
+
+@functools.lru_cache(maxsize=8192)
+def _global_names_cached(code: types.CodeType) -> tuple[str, ...]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names.update(_global_names_cached(const))
+    return tuple(sorted(names))
+
+
+def _global_names(code: types.CodeType) -> tuple[str, ...]:
+    return _global_names_cached(code)
+
+
+# ---- process-wide facts --------------------------------------------------------------------------------------
+_GLOBAL_HOOK_DICTS = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+    "_global_forward_hooks_with_kwargs",
+    "_global_forward_hooks_always_called",
+    "_global_module_registration_hooks",
+    "_global_parameter_registration_hooks",
+    "_global_buffer_registration_hooks",
+)
+
+
+def global_module_hooks() -> int:
+    """How many global nn.Module hooks are registered (torch.nn.modules.module's registries). Dynamo inlines them
+    into every module call it traces, and guards their emptiness only by type."""
+    import torch.nn.modules.module as m
+
+    return sum(len(getattr(m, name, ())) for name in _GLOBAL_HOOK_DICTS)
+
+
+def facts() -> dict[str, Any]:
+    return {"global_module_hooks": global_module_hooks()}
+
+
+# ---- record and check -----------------------------------------------------------------------------------------
+def _reading(kind: str, value: Any, fp: Fingerprints) -> str | None:
+    """What a guard of `kind` read from `value`, as a digest; None for kinds it does not concern."""
+    if kind in VALUE_KINDS:
+        return fp.digest(value)
+    if kind in TYPE_KINDS:
+        return fp.digest(type(value))
+    if kind in LENGTH_KINDS:
+        return f"len:{len(value)}"
+    if kind in KEYS_KINDS:
+        return fp.digest(list(value.keys()))
+    return None
+
+
+def _is_global_tensor_guard(kind: str, name: str) -> bool:
+    # A tensor reached from the frame's globals is read live on load (a module global's tensor, say); one reached
+    # from the locals is pickled with the guards and Dynamo's TENSOR_MATCH checks it per call.
+    return kind == "TENSOR_MATCH" and name.startswith("G[")
+
+
+def record(builder: Any, sorted_guards: Any) -> list[list[str]]:
+    """[[source name, guard kind, digest], ...] for every guard Dynamo built on a value it read through a source,
+    sorted; values evaluated by Dynamo's own builder in the recording process."""
+    fp = Fingerprints()
+    out = set()
+    for guard in sorted_guards:
+        kind = guard.create_fn_name()
+        name = guard.name
+        if not name or not (name.startswith("L[") or name.startswith("G[") or "L[" in name or "G[" in name):
+            continue
+        if kind not in VALUE_KINDS | TYPE_KINDS | LENGTH_KINDS | KEYS_KINDS and not _is_global_tensor_guard(
+            kind, name
+        ):
+            continue
+        value = builder.get(guard)
+        reading = fp.digest(value) if kind == "TENSOR_MATCH" else _reading(kind, value, fp)
+        if reading is not None:
+            out.add((name, kind, reading))
+    return [list(row) for row in sorted(out)]
+
+
+def changed(reads: list[list[str]], f_locals: Any, f_globals: dict[str, Any]) -> str | None:
+    """None when every recorded source reads the same content in this frame; else what differs (for the log)."""
+    from aotcache.frames import guards
+
+    fp = Fingerprints()
+    for name, kind, reading in reads:
+        try:
+            value = guards.eval_sources(_compiled(name), f_locals, f_globals)[0]
+        except Exception as e:
+            return f"{name} ({kind}) no longer evaluates: {type(e).__name__}"
+        now = fp.digest(value) if kind == "TENSOR_MATCH" else _reading(kind, value, fp)
+        if now != reading:
+            return f"{name} ({kind}) reads other content"
+    return None
+
+
+def facts_changed(recorded: dict[str, Any]) -> str | None:
+    now = facts()
+    for name, value in recorded.items():
+        if now.get(name) != value:
+            return f"{name}: {value} when recorded, {now.get(name)} now"
+    return None
+
+
+@functools.lru_cache(maxsize=16384)
+def _compiled(name: str) -> Any:
+    return compile(f"({name},)", "<aotcache read set>", "eval")
