@@ -368,6 +368,9 @@ def _capture(
                     pins["aotcache.op_version"] = pin
         elif node.op == "call_method":
             kind, target = "tensor_method", str(node.target)
+            patched = _patched_tensor_method(str(node.target), f"node {path}{node.name}")
+            if patched is not None:
+                pins["aotcache.tensor_method"] = patched
         elif node.op == "call_module":
             sub = gm.get_submodule(node.target)
             kind, target = "module", f"{type(sub).__module__}.{type(sub).__qualname__}"
@@ -413,6 +416,29 @@ def _capture(
         except _core.UnencodableError as e:
             raise Bypass("unencodable_value", f"node {path}{node.name} (target {target}): {e}") from None
     return graph
+
+
+def _patched_tensor_method(name: str, where: str) -> str | None:
+    """What `torch.Tensor.<name>` is when it is not torch's own (a patch such as `torch.Tensor.relu =
+    torch.Tensor.sigmoid`): a call_method node names the method, and AOTAutograd traces whatever the name holds.
+    None for torch's own C method or Python method; else its content, in the key. Raises Bypass when a
+    replacement's content cannot be pinned."""
+    import inspect
+
+    attr = inspect.getattr_static(torch.Tensor, name, None)
+    if attr is None:
+        return None
+    if getattr(attr, "__objclass__", None) is torch._C.TensorBase and getattr(attr, "__name__", None) == name:
+        return None
+    if getattr(attr, "__module__", None) == "torch._tensor" and getattr(attr, "__qualname__", None) == f"Tensor.{name}":
+        return None
+    objclass = getattr(attr, "__objclass__", None)
+    if objclass is not None:
+        return f"descriptor {objclass.__module__}.{objclass.__qualname__}.{getattr(attr, '__name__', '?')}"
+    try:
+        return "function " + function_digest(attr)
+    except Unhashable as e:
+        raise Bypass("tensor_method_patched", f"{where}: torch.Tensor.{name} is replaced by code not pinnable: {e}")
 
 
 def _lifted_state(gm: torch.fx.GraphModule) -> dict[str, str]:

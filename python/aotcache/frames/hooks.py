@@ -150,20 +150,9 @@ def install() -> None:
             if rec is None:
                 return original_serialize(self, builder, sorted_guards, output_graph)
             try:
-                rec.facts = read_set.facts()
-                if rec.facts["global_module_hooks"]:
-                    raise _Refused("global_hooks", "global nn.Module hooks are registered: the trace inlined them")
-                rec.reads = read_set.record(builder, sorted_guards)
-                kept_stacks: dict[tuple, Any] = {}
-                carried = [guards.without_stacks(guards.portable(builder, g), kept_stacks) for g in sorted_guards]
-                live = rec.output_graph_live or output_graph
-                carried.append(guards.storage_partition_guard(builder, live, rec.frame.f_globals))
-                rec.markings = guards.dimension_markings(builder, sorted_guards)
-                guards.keep_builtins(self, carried, output_graph)
-                # Dynamo's pickler reads every guarded tensor's .grad (a non-leaf's warns): not the user's warning.
-                with warnings.catch_warnings():
+                with warnings.catch_warnings():  # what our reading of the trace's objects sets off is not the user's
                     warnings.simplefilter("ignore")
-                    return original_serialize(self, builder, carried, output_graph)
+                    return _serialize_recorded(rec, original_serialize, self, builder, sorted_guards, output_graph)
             except Exception as e:  # Dynamo catches PackageError only: the frame traces, unrecorded
                 rec.refuse(getattr(e, "code", "guards"), f"{type(e).__name__}: {e}")
                 raise torch._dynamo.exc.PackageError(str(e)) from None
@@ -199,6 +188,26 @@ def install() -> None:
         _installed = True
 
 
+
+def _serialize_recorded(
+    rec: _Recording, original_serialize: Any, manager: Any, builder: Any, sorted_guards: Any, output_graph: Any
+) -> bytes:
+    """Dynamo's serialization of a recorded frame's guards, after: the process-wide facts and the read set recorded
+    (read_set.py), identity guards made content guards, one user frame kept per guard, the storage-partition guard
+    added, dimension markings taken. Raises _Refused or content.Unportable when the frame cannot be carried."""
+    rec.facts = read_set.facts()
+    if rec.facts["global_module_hooks"]:
+        raise _Refused("global_hooks", "global nn.Module hooks are registered: the trace inlined them")
+    rec.reads = read_set.record(builder, sorted_guards)
+    kept_stacks: dict[tuple, Any] = {}
+    carried = [guards.without_stacks(guards.portable(builder, g), kept_stacks) for g in sorted_guards]
+    live = rec.output_graph_live or output_graph
+    carried.append(guards.storage_partition_guard(builder, live, rec.frame.f_globals))
+    rec.markings = guards.dimension_markings(builder, sorted_guards)
+    guards.keep_builtins(manager, carried, output_graph)
+    return original_serialize(manager, builder, carried, output_graph)
+
+
 def _recording() -> _Recording | None:
     stack = getattr(_state, "recordings", None)
     return stack[-1] if stack else None
@@ -215,7 +224,9 @@ def _compile_frame(original: Any, signature: inspect.Signature, args: tuple, kwa
     if frame is None:
         return original(*args, **kwargs)
     try:
-        loaded = _load(frame, bound.arguments.get("compile_id"))
+        with warnings.catch_warnings():  # what reading this process's objects sets off is not the user's warning
+            warnings.simplefilter("ignore")
+            loaded = _load(frame, bound.arguments.get("compile_id"))
     except Exception as e:
         _internal_error("load", e, frame)
         loaded = None
@@ -232,7 +243,9 @@ def _compile_frame(original: Any, signature: inspect.Signature, args: tuple, kwa
     finally:
         stack.pop()
     try:
-        _record(rec, result, time.perf_counter() - t0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _record(rec, result, time.perf_counter() - t0)
     except _Refused as r:
         _count({"frames.bypasses": 1, f"frames.bypass.{r.code}": 1}, frame)
         log.info("frame bypass reason=%s %s: %s", r.code, _name(frame.code), r)
@@ -531,7 +544,11 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
         if spec["kind"] == "function":
             spec["code"] = _dump_code(_renamed(spec.pop("code_object"), renames))
     sources = set()
+    environ = _environ_codes()
     for code in output_graph.tracing_context.traced_code:
+        if code in environ:
+            # Dynamo reads the value for real and guards nothing: which variable, the trace does not say.
+            raise _Refused("environ", f"the trace read the environment ({code.co_qualname})")
         if content.code_digest(code) == frame_digest or code.co_name.startswith("torch_dynamo_resume_in_"):
             continue
         try:
@@ -554,6 +571,17 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
     }
     _remember_built(frame, candidate["guards"], manager)  # a later compile of the code checks it first
     _persist(frame, candidate, seconds)
+
+
+@functools.cache
+def _environ_codes() -> frozenset[types.CodeType]:
+    """The code of os.environ's reads and os.getenv: a trace that inlined one read an environment variable."""
+    codes = {os.getenv.__code__}
+    for name in ("__getitem__", "__iter__", "__len__"):
+        fn = vars(os._Environ).get(name)
+        if isinstance(fn, types.FunctionType):
+            codes.add(fn.__code__)
+    return frozenset(codes)
 
 
 def _check_loadable(frame: _Frame, guards_state: bytes, markings: dict[str, Any]) -> Any:

@@ -21,8 +21,8 @@ Content (`fingerprint`), never identity:
   or guarded by Dynamo per call), other objects by their class.
 
 Beyond Dynamo's guards, `facts` are process-wide states a trace depends on that Dynamo does not guard in a way a
-frame entry carries: today the global nn.Module hooks (registered after a frame was recorded, a fresh trace would
-inline them).
+frame entry carries: the global nn.Module hooks (registered after a frame was recorded, a fresh trace would inline
+them) and torch.Tensor's methods (called by name).
 """
 
 from __future__ import annotations
@@ -286,7 +286,10 @@ def global_module_hooks() -> int:
 
 
 def facts() -> dict[str, Any]:
-    return {"global_module_hooks": global_module_hooks()}
+    """Process-wide state a trace depends on without a guard on it: the global module hooks, and torch.Tensor's
+    namespace (Dynamo calls a tensor method by name, as a call_method node, without guarding what the name holds:
+    `torch.Tensor.relu = torch.Tensor.sigmoid` changes what every trace of `h.relu()` computes)."""
+    return {"global_module_hooks": global_module_hooks(), "torch.Tensor": Fingerprints().digest(torch.Tensor)}
 
 
 # ---- record and check -----------------------------------------------------------------------------------------
