@@ -1,6 +1,6 @@
 # aotcache: `make demo` and `make test` set everything up on a fresh Debian 12 machine, then run.
 .DEFAULT_GOAL := help
-.PHONY: help setup install build-cpp demo test test-cpp test-python zoo lint format bench bench-quick bench-zoo fuzz clean
+.PHONY: help setup install build-cpp demo test test-cpp test-python zoo lint format bench bench-quick bench-zoo fuzz fuzz-frames clean
 
 VENV        := .venv
 PY          := $(VENV)/bin/python
@@ -21,6 +21,7 @@ help:
 	@echo "make bench-quick   smoke run of the benchmark (2 models, fewest reps, a few minutes): build/bench-quick/"
 	@echo "make bench-zoo   the zoo side by side with torch's caches, fresh processes (~30 min): bench/results/zoo.*"
 	@echo "make fuzz    build the graph-format fuzzer (clang, ASan+UBSan) and run it FUZZ_SECONDS (60)"
+	@echo "make fuzz-frames   N generated program pairs (SEED, N=500): A cold, B warm verified, B under inductor"
 	@echo "make clean   remove build outputs (keeps .venv)"
 
 setup:
@@ -50,13 +51,19 @@ test-cpp: build-cpp
 # run a second time with frames off, except the frame cache's own suites and those that never compile through
 # aotcache (the bench report's arithmetic, the wrapper-loading checks against torch's loader).
 BOTH_MODES_INSIDE := test_adversarial.py test_variant_bank.py test_zoo.py
-RUN_ONCE          := test_frames.py test_frame_entry_format.py test_bench_report.py test_wrapper_loading.py
+RUN_ONCE          := test_frames.py test_frame_pairs.py test_frame_entry_format.py test_bench_report.py test_wrapper_loading.py
 FRAMES_OFF_SUITES ?= $(filter-out $(addprefix tests/python/,$(BOTH_MODES_INSIDE) $(RUN_ONCE)),$(sort $(wildcard tests/python/test_*.py)))
 test-python: install
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
 	AOTCACHE_FRAMES=0 $(PY) -m pytest -q $(PYTEST_FLAGS) $(FRAMES_OFF_SUITES)
 
 test: lint test-cpp test-python
+
+# Generated program pairs against the frame cache (tests/python/frame_pairs.py; CI runs 150 of one seed).
+SEED ?= 1
+N    ?= 500
+fuzz-frames: install
+	$(PY) tests/python/frame_pairs_runner.py --seed $(SEED) --n $(N)
 
 # The whole zoo (make test runs the CI subset, zoo_models.CI_ITEMS); -s: the table.
 zoo: install

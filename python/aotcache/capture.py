@@ -438,7 +438,9 @@ def _patched_tensor_method(name: str, where: str) -> str | None:
     try:
         return "function " + function_digest(attr)
     except Unhashable as e:
-        raise Bypass("tensor_method_patched", f"{where}: torch.Tensor.{name} is replaced by code not pinnable: {e}")
+        raise Bypass(
+            "tensor_method_patched", f"{where}: torch.Tensor.{name} is replaced by code not pinnable: {e}"
+        ) from None
 
 
 def _lifted_state(gm: torch.fx.GraphModule) -> dict[str, str]:

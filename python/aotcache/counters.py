@@ -93,6 +93,9 @@ def snapshot() -> dict[str, Any]:
     # under new_graph when no entry of the graph is stored.
     out["miss_reasons"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("miss.")}
     out["error_kinds"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("error.")}
+    # Compiles that did not use the cache directory because another user could have written it and entries are
+    # unsigned (storage/trust.py).
+    out["untrusted"] = c.get("untrusted", 0)
     out["bytes_read"] = c.get("bytes_read", 0)
     out["bytes_written"] = c.get("bytes_written", 0)
     out["compile_seconds"] = c.get("compile_us", 0) / 1e6

@@ -69,6 +69,11 @@ class Settings:
     frames: bool = True
     """Cache Dynamo's frame results too (frames/): a warm start skips Dynamo's tracing of frames whose code,
     guards and context match. On by default; `AOTCACHE_FRAMES=0` turns it off."""
+    verify_frames: bool = False
+    """Audit the frame cache: every frame served from it is also traced by Dynamo, the served entry compared with
+    that trace (code, globals and graph keys, guards, inlined sources, read set), a difference counted
+    (`frames.verify.mismatch`) and logged, and Dynamo's result used. Costs a trace per served frame.
+    `AOTCACHE_FRAMES_VERIFY=1`."""
     kernels: bool = True
     """Carry the compiled C++ kernels in entries and install them on a hit on a machine of the same build
     (`kernels.py`). `AOTCACHE_KERNELS=0` turns it off."""
@@ -220,6 +225,7 @@ def _from_environment(remote_urls: str | None = None) -> Settings:
         remote=_remote_from_environment(remote_urls),
         kernels=_env_bool("AOTCACHE_KERNELS", True),
         frames=_env_bool("AOTCACHE_FRAMES", True),
+        verify_frames=_env_bool("AOTCACHE_FRAMES_VERIFY", False),
         isa_probe_memo=_env_bool("AOTCACHE_ISA_PROBE_MEMO", True),
         light_load=_env_bool("AOTCACHE_LIGHT_LOAD", True),
         eviction=_env_or_default("AOTCACHE_EVICTION", _eviction, DEFAULT_EVICTION, "eviction_config"),
@@ -270,6 +276,7 @@ def configure(
     eviction: str | None = None,
     frames: bool | None = None,
     light_load: bool | None = None,
+    verify_frames: bool | None = None,
 ) -> Settings:
     """Overrides settings for this process; `None` leaves a setting as it is. `remote=""` turns the remote tier off;
     the other remote_* options apply whether the URLs come from `remote=` or from AOTCACHE_REMOTE. Durations take
@@ -320,6 +327,7 @@ def configure(
             ("eviction", eviction),
             ("frames", frames),
             ("light_load", light_load),
+            ("verify_frames", verify_frames),
         ):
             if value is not None:
                 _overrides[name] = os.path.abspath(os.path.expanduser(value)) if name == "cache_dir" else value

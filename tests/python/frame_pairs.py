@@ -114,18 +114,23 @@ OPERATORS: list[Operator] = [
     Operator(
         "decorator_closure",
         "lib.act(h)",
-        lib="def deco(s):\n    def wrap(fn):\n        @functools.wraps(fn)\n        def w(h):\n            return fn(h) * s\n"
+        lib="def deco(s):\n    def wrap(fn):\n        @functools.wraps(fn)\n        def w(h):\n            return fn(h) * s\n"  # noqa: E501
         "        return w\n    return wrap\n@deco({b} if B else {a})\ndef act(h):\n    return torch.relu(h) + h",
     ),
     Operator("lib_global", "lib.act(h)", lib="K = {b} if B else {a}\ndef act(h):\n    return h * K"),
-    Operator("lib_global_patched", "lib.act(h)", lib="K = {a}\ndef act(h):\n    return h * K", setup=_undo_attr("lib", "K", "{b}")),
+    Operator(
+        "lib_global_patched",
+        "lib.act(h)",
+        lib="K = {a}\ndef act(h):\n    return h * K",
+        setup=_undo_attr("lib", "K", "{b}"),
+    ),
     Operator("main_global", "h * K", defs="K = {b} if B else {a}"),
     Operator("list_global", "h * lib.W[0]", lib="W = [{b}, 1.0] if B else [{a}, 1.0]"),
     Operator("dict_global", "h * lib.CFG['k']", lib="CFG = {{'k': {b} if B else {a}}}"),
     Operator(
         "string_branch",
         "lib.act(h)",
-        lib="MODE = 'b' if B else 'a'\ndef act(h):\n    if MODE == 'a':\n        return torch.relu(h)\n    return torch.tanh(h)",
+        lib="MODE = 'b' if B else 'a'\ndef act(h):\n    if MODE == 'a':\n        return torch.relu(h)\n    return torch.tanh(h)",  # noqa: E501
         values=((0, 0),),
     ),
     Operator("enum_value", "h * lib.Mode.X.value", lib="class Mode(enum.Enum):\n    X = {b} if B else {a}"),
@@ -252,7 +257,7 @@ OPERATORS: list[Operator] = [
     Operator(
         "mro_at_import",
         "lib.OBJ.f(h)",
-        lib="class P1:\n    def f(self, h):\n        return h * {a}\nclass P2:\n    def f(self, h):\n        return h * {b}\n"
+        lib="class P1:\n    def f(self, h):\n        return h * {a}\nclass P2:\n    def f(self, h):\n        return h * {b}\n"  # noqa: E501
         "class Mix(*((P2, P1) if B else (P1, P2))):\n    pass\nOBJ = Mix()",
     ),
     Operator(
@@ -273,7 +278,7 @@ OPERATORS: list[Operator] = [
         "instance_forward",
         "ACT(h)",
         defs="ACT = torch.nn.ReLU()",
-        setup="if not B:\n    return None\nACT.forward = lambda t: torch.tanh(t)\nreturn lambda: ACT.__dict__.pop('forward')",
+        setup="if not B:\n    return None\nACT.forward = lambda t: torch.tanh(t)\nreturn lambda: ACT.__dict__.pop('forward')",  # noqa: E501
         values=((0, 0),),
     ),
     Operator(
@@ -293,9 +298,7 @@ OPERATORS: list[Operator] = [
         "global_forward_hook",
         "ACT(h)",
         defs="ACT = torch.nn.ReLU()",
-        setup=_hook(
-            "register_module_forward_hook", "lambda m, i, o: o * 2.0 if isinstance(o, torch.Tensor) else o"
-        ),
+        setup=_hook("register_module_forward_hook", "lambda m, i, o: o * 2.0 if isinstance(o, torch.Tensor) else o"),
         values=((0, 0),),
     ),
     Operator(
@@ -325,7 +328,7 @@ OPERATORS: list[Operator] = [
     Operator(
         "environ_in_lib",
         "lib.act(h)",
-        lib="def act(h):\n    if os.environ.get('AOTC_PAIR_K') == '{b}':\n        return torch.tanh(h)\n    return torch.relu(h)",
+        lib="def act(h):\n    if os.environ.get('AOTC_PAIR_K') == '{b}':\n        return torch.tanh(h)\n    return torch.relu(h)",  # noqa: E501
         setup=_set_env("AOTC_PAIR_K"),
     ),
     # 6. assume_constant_result
@@ -564,7 +567,9 @@ def generated_pairs(seed: int, n: int) -> list[Pair]:
 
 
 # ---- hand-written pairs on real code ----------------------------------------------------------------------------
-_HF_GPT2 = PRELUDE + '''
+_HF_GPT2 = (
+    PRELUDE
+    + """
 import transformers
 from transformers.models.gpt2 import modeling_gpt2
 
@@ -584,9 +589,12 @@ def run(backend):
     ids = torch.randint(0, 64, (1, 8))
     with torch.no_grad():
         return {"logits": torch.compile(model, backend=backend)(ids).logits}
-'''
+"""
+)
 
-_TRAIN_EVAL = PRELUDE + '''
+_TRAIN_EVAL = (
+    PRELUDE
+    + """
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -611,7 +619,8 @@ def run(backend):
     loss = compiled(x) * (3.0 if B else 1.0)
     loss.backward()
     return {"eval": ev, "loss": loss.detach(), "grad": model.lin.weight.grad}
-'''
+"""
+)
 
 
 def special_pairs() -> list[Pair]:

@@ -37,7 +37,7 @@ import torch
 
 from aotcache import _core, compiler, counters, global_state, isa_probe, kernels, settings
 from aotcache.errors import Bypass
-from aotcache.frames import code_codec, content, dynamic_state, entry, guards, read_set, tags
+from aotcache.frames import code_codec, content, dynamic_state, entry, guards, read_set, tags, verify
 from aotcache.storage import opened
 
 log = logging.getLogger("aotcache")
@@ -188,7 +188,6 @@ def install() -> None:
         _installed = True
 
 
-
 def _serialize_recorded(
     rec: _Recording, original_serialize: Any, manager: Any, builder: Any, sorted_guards: Any, output_graph: Any
 ) -> bytes:
@@ -230,8 +229,8 @@ def _compile_frame(original: Any, signature: inspect.Signature, args: tuple, kwa
     except Exception as e:
         _internal_error("load", e, frame)
         loaded = None
-    if loaded is not None:
-        return loaded
+    if loaded is not None and not frame.cfg.verify_frames:
+        return loaded[0]
     rec = _Recording(frame)
     stack = getattr(_state, "recordings", None)
     if stack is None:
@@ -242,6 +241,9 @@ def _compile_frame(original: Any, signature: inspect.Signature, args: tuple, kwa
         result = original(*args, **kwargs)
     finally:
         stack.pop()
+    if loaded is not None:
+        _verify(rec, result, loaded[1])
+        return result
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -345,7 +347,7 @@ def _load(frame: _Frame, compile_id: Any) -> Any:
                 frame.key.hex[:16],
                 1e3 * (time.perf_counter() - t0),
             )
-            return result
+            return result, candidate
         reasons.append(reason)
     _count({"frames.misses": 1, **{f"frames.miss.{r}": 1 for r in set(reasons)}}, frame)
     log.info("frame miss %s key=%s: %s", _name(frame.code), frame.key.hex[:16], ", ".join(reasons))
@@ -514,7 +516,40 @@ def _global_value(frame: _Frame, spec: dict[str, Any], loaded: list[dict[str, in
 
 
 # ---- record ---------------------------------------------------------------------------------------------------------
+def _verify(rec: _Recording, result: Any, served: dict[str, Any]) -> None:
+    """Verify mode: `served` (the candidate the cache had for this call) against Dynamo's own trace of it (`rec`,
+    `result`), counted and logged; Dynamo's result runs either way."""
+    frame = rec.frame
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fresh, _ = _candidate(rec, result)
+            differences = verify.differences(served, fresh)
+    except _Refused as r:
+        differences = [f"Dynamo's trace is not a frame entry ({r.code}: {r})"]
+    except Exception as e:
+        _internal_error("verify", e, frame)
+        return
+    if differences:
+        _count({"frames.verify.mismatch": 1}, frame)
+        log.warning(
+            "frame verify mismatch %s key=%s: the served entry differs from Dynamo's trace: %s",
+            _name(frame.code),
+            frame.key.hex[:16],
+            "; ".join(differences),
+        )
+    else:
+        _count({"frames.verify.match": 1}, frame)
+
+
 def _record(rec: _Recording, result: Any, seconds: float) -> None:
+    candidate, manager = _candidate(rec, result)
+    _remember_built(rec.frame, candidate["guards"], manager)  # a later compile of the code checks it first
+    _persist(rec.frame, candidate, seconds)
+
+
+def _candidate(rec: _Recording, result: Any) -> tuple[dict[str, Any], Any]:
+    """The frame entry candidate of a trace, and the guard manager rebuilt from it. Raises _Refused."""
     frame = rec.frame
     guarded = getattr(result, "guarded_code", None)
     if guarded is None:  # Dynamo skipped the frame (no graph, or it runs the frame as it is): nothing to replay
@@ -569,8 +604,7 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
         "reads": rec.reads,
         "facts": rec.facts,
     }
-    _remember_built(frame, candidate["guards"], manager)  # a later compile of the code checks it first
-    _persist(frame, candidate, seconds)
+    return candidate, manager
 
 
 @functools.cache

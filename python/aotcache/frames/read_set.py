@@ -68,10 +68,10 @@ class Fingerprints:
     a change between two loads is always seen."""
 
     def __init__(self) -> None:
-        self._memo: dict[int, tuple[Any, str]] = {}
+        self._memo: dict[tuple[int, int], tuple[Any, str]] = {}
 
     def of(self, value: Any, depth: int = 0) -> str:
-        key = id(value)
+        key = (id(value), depth)  # the text depends on the depth it is cut at
         hit = self._memo.get(key)
         if hit is not None and hit[0] is value:
             return hit[1]
@@ -230,7 +230,9 @@ class Fingerprints:
         if fn.__defaults__:
             parts.append("defaults=" + ",".join(self._shallow(d) for d in fn.__defaults__))
         if fn.__kwdefaults__:
-            parts.append("kwdefaults=" + ",".join(f"{k}={self._shallow(v)}" for k, v in sorted(fn.__kwdefaults__.items())))
+            parts.append(
+                "kwdefaults=" + ",".join(f"{k}={self._shallow(v)}" for k, v in sorted(fn.__kwdefaults__.items()))
+            )
         for cell in fn.__closure__ or ():
             try:
                 value = cell.cell_contents
@@ -243,7 +245,9 @@ class Fingerprints:
 
 
 # Namespace entries that describe a class rather than decide what its code does.
-_SKIPPED_CLASS_ATTRIBUTES = frozenset({"__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"})
+_SKIPPED_CLASS_ATTRIBUTES = frozenset(
+    {"__dict__", "__weakref__", "__doc__", "__module__", "__qualname__", "__slotnames__"}  # slotnames: pickle's cache
+)
 
 
 def _type_name(t: type) -> str:
@@ -322,9 +326,7 @@ def record(builder: Any, sorted_guards: Any) -> list[list[str]]:
         name = guard.name
         if not name or not (name.startswith("L[") or name.startswith("G[") or "L[" in name or "G[" in name):
             continue
-        if kind not in VALUE_KINDS | TYPE_KINDS | LENGTH_KINDS | KEYS_KINDS and not _is_global_tensor_guard(
-            kind, name
-        ):
+        if kind not in VALUE_KINDS | TYPE_KINDS | LENGTH_KINDS | KEYS_KINDS and not _is_global_tensor_guard(kind, name):
             continue
         value = builder.get(guard)
         reading = fp.digest(value) if kind == "TENSOR_MATCH" else _reading(kind, value, fp)

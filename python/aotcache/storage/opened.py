@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from aotcache import _core, settings
+from aotcache import _core, counters, settings
+from aotcache.storage import trust
 from aotcache.storage.tiered import TieredStore
 
 log = logging.getLogger("aotcache")
@@ -14,6 +15,7 @@ log = logging.getLogger("aotcache")
 _stores_lock = threading.Lock()
 _stores: dict[tuple, _core.LocalStore] = {}
 _unavailable: set[tuple] = set()
+_untrusted: dict[tuple, str] = {}  # per store: why another user could have written it ("" when none could)
 
 
 def tiers(cfg: settings.Settings) -> TieredStore | None:
@@ -30,7 +32,8 @@ def store_id(cfg: settings.Settings) -> tuple:
 
 def local_store(cfg: settings.Settings) -> _core.LocalStore | None:
     """The store of the cache directory, opened once per process and options; None (reported once) when it cannot
-    be used (unusable directory, malformed signing keys: the cache is off rather than unsigned)."""
+    be used (unusable directory, malformed signing keys: the cache is off rather than unsigned), or when entries
+    are unsigned and another user could have written the directory (storage/trust.py; counted `untrusted`)."""
     ident = store_id(cfg)
     with _stores_lock:
         store = _stores.get(ident)
@@ -43,6 +46,20 @@ def local_store(cfg: settings.Settings) -> _core.LocalStore | None:
                     log.warning("cache directory %s is unusable, compiling without cache: %s", cfg.cache_dir, e)
                 return None
             _stores[ident] = store
+        if cfg.signing_key is None:
+            reason = _untrusted.get(ident)
+            if reason is None:
+                reason = _untrusted[ident] = trust.untrusted_reason(cfg.cache_dir) or ""
+            if reason:
+                counters.record({"untrusted": 1}, None)
+                counters.warn_once(
+                    f"untrusted:{cfg.cache_dir}",
+                    "cache directory %s is not used: its unsigned entries carry code, and %s; %s",
+                    cfg.cache_dir,
+                    reason,
+                    trust.advice(cfg.cache_dir),
+                )
+                return None
         store.set_max_size(cfg.max_size)
         return store
 
