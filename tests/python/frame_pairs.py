@@ -623,6 +623,70 @@ def run(backend):
 )
 
 
+# A warm process that calls eval before the training step, on a cache whose process recorded the training step first:
+# the training candidate is tried (and fails) at the eval call, then must be served at the training call.
+_EVAL_BEFORE_TRAIN = (
+    PRELUDE
+    + """
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.drop = torch.nn.Dropout(0.0)
+
+    def forward(self, x):
+        if isinstance(x, torch.Tensor) and len(x.shape) == 2:
+            x = x * 1.0
+        return self.drop(torch.relu(self.lin(x))).sum()
+
+def setup():
+    return None
+
+def _train(compiled, model, x):
+    loss = compiled(x)
+    loss.backward()
+    return loss.detach()
+
+def _eval(compiled, model, x):
+    # Inference without model.eval(): only the grad mode (a per-call guard, not in the read set) differs, so the
+    # training candidate gets as far as its guards, which fail.
+    with torch.no_grad():
+        return compiled(x)
+
+def run(backend):
+    torch.manual_seed(0)
+    model = Net()
+    compiled = torch.compile(model, backend=backend)
+    x = torch.randn(4, 8)
+    if B:
+        ev, loss = _eval(compiled, model, x), _train(compiled, model, x)
+    else:
+        loss, ev = _train(compiled, model, x), _eval(compiled, model, x)
+    return {"eval": ev, "loss": loss, "grad": model.lin.weight.grad}
+"""
+)
+
+# A frame whose guarded input is a non-leaf tensor: Dynamo's guard pickler reads its .grad, which warns.
+_NONLEAF_INPUT = (
+    PRELUDE
+    + """
+def body(y):
+    return torch.sin(y) * 2
+
+def setup():
+    return None
+
+def run(backend):
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, requires_grad=True)
+    y = x * (2.0 if B else 3.0)
+    out = torch.compile(body, backend=backend)(y)
+    out.sum().backward()
+    return {"out": out.detach(), "grad": x.grad}
+"""
+)
+
+
 def special_pairs() -> list[Pair]:
     return [
         Pair("hf_gpt2_mlp_patched", {"fp_hf_gpt2": _HF_GPT2}, "fp_hf_gpt2", "class_method_patched", "hf_gpt2"),
@@ -634,4 +698,13 @@ def special_pairs() -> list[Pair]:
             "eval_then_train",
             "an eval call before the training step: the warm process must compile nothing",
         ),
+        Pair(
+            "eval_before_train",
+            {"fp_eval_before_train": _EVAL_BEFORE_TRAIN},
+            "fp_eval_before_train",
+            "none",
+            "eval_before_train",
+            "A recorded the training step first; B calls eval first, then trains: both frames served",
+        ),
+        Pair("nonleaf_input", {"fp_nonleaf_input": _NONLEAF_INPUT}, "fp_nonleaf_input", "none", "nonleaf_input"),
     ]

@@ -131,6 +131,10 @@ def _equal(x: dict, y: dict) -> tuple[bool, str]:
     return True, ""
 
 
+# Pairs whose warm process must be served every frame (two or more) and trace none.
+SERVED_WHOLE = ("eval_then_train", "eval_before_train")
+
+
 def judge(pairs: list[frame_pairs.Pair], results: dict[str, dict]) -> list[Verdict]:
     verdicts = []
     ref_warnings = {w for row in results["ref"].values() for w in row["warnings"]}
@@ -164,8 +168,11 @@ def judge(pairs: list[frame_pairs.Pair], results: dict[str, dict]) -> list[Verdi
             extra = sorted(set(b["warnings"]) - ref_warnings)
             if extra:
                 problems.append(f"B printed warnings the reference did not: {extra}")
-            if pair.name == "eval_then_train" and (traced or served < 2):
-                problems.append(f"eval_then_train: warm traced {traced} frame(s), served {served} (want 0, >= 2)")
+            extra_cold = sorted(set(a["warnings"]) - ref_warnings)
+            if extra_cold:
+                problems.append(f"A (cold) printed warnings the reference did not: {extra_cold}")
+            if pair.name in SERVED_WHOLE and (traced or served < 2):
+                problems.append(f"{pair.name}: warm traced {traced} frame(s), served {served} (want 0, >= 2)")
         verdicts.append(Verdict(pair.name, pair.operator, pair.base, problems, differs, served, traced, pair.note))
     return verdicts
 
