@@ -122,7 +122,9 @@ def test_payload_keeps_the_newest_candidates():
     candidates = [{"n": i} for i in range(entry.MAX_CANDIDATES + 3)]
     assert entry.decode(entry.encode(candidates)) == candidates[3:]
     with pytest.raises(ValueError):
-        entry.decode(b'{"format": 2, "candidates": []}')
+        entry.decode(b'{"format": 1, "candidates": []}')  # format 1 had no read set: never served
+    with pytest.raises(ValueError):
+        entry.decode(b'{"format": 3, "candidates": []}')
 
 
 class PlainConfig:

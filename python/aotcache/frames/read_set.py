@@ -10,7 +10,8 @@ evaluated per call; this checks that the objects the trace depended on are the o
 
 Content (`fingerprint`), never identity:
 - a function: its module, qualified name, code (by digest), defaults, keyword defaults, closure cell contents and
-  the globals its code reads (shallow);
+  the functions, classes, modules and builtins its code's global names hold (shallow; its data globals are read
+  through guarded sources when Dynamo inlines it);
 - a class: its MRO by name and, for each class in it that Python code can change (heap types), every attribute of
   its namespace by content (methods by code, defaults and closure; properties, static and class methods by their
   functions; scalars by value); a static (C) type by name;
@@ -59,6 +60,7 @@ LENGTH_KINDS = frozenset({"SEQUENCE_LENGTH", "TUPLE_ITERATOR_LEN", "LENGTH_CHECK
 KEYS_KINDS = frozenset({"DICT_KEYS_MATCH", "MAPPING_KEYS_CHECK", "DICT_KEYS"})
 
 _MAX_DEPTH = 4
+_CODE_GLOBALS = (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType)
 _MAX_ITEMS = 64
 _HEAPTYPE = 1 << 9
 
@@ -145,8 +147,11 @@ class Fingerprints:
             return f"type:{_type_name(value)}"
         if isinstance(value, types.FunctionType):
             return f"fn:{value.__module__}.{value.__qualname__}:{content.code_digest(value.__code__)[:16]}"
-        if t in (tuple, list, frozenset) and len(value) <= _MAX_ITEMS:
-            return f"{t.__name__}[" + ",".join(self._shallow(v) for v in value) + "]"
+        if t in (tuple, list, frozenset, set) and len(value) <= _MAX_ITEMS:
+            parts = [self._shallow(v) for v in value]
+            if t in (frozenset, set):  # iteration order follows the process's string hashes
+                parts.sort()
+            return f"{t.__name__}[" + ",".join(parts) + "]"
         if isinstance(value, types.BuiltinFunctionType):
             return f"builtin:{getattr(value, '__module__', None)}:{value.__qualname__}"
         return f"a {_type_name(t)}"
@@ -177,10 +182,14 @@ class Fingerprints:
                 parts.append("cell=" + self.of(cell.cell_contents, depth + 1))
             except ValueError:
                 parts.append("cell=<empty>")
+        # The code the function's globals name (functions, classes, modules, builtins), shallow; not its data
+        # globals: a trace that inlines the function reads those through guarded sources (in the read set), and
+        # state flags change under the trace itself (torch.compiler.is_compiling's).
         g = fn.__globals__
         for name in _global_names(fn.__code__):
-            if name in g:
-                parts.append(f"global {name}={self._shallow(g[name])}")
+            value = g.get(name)
+            if isinstance(value, _CODE_GLOBALS):
+                parts.append(f"global {name}={self._shallow(value)}")
         return ":".join(parts)
 
     def _class(self, cls: type, depth: int) -> str:

@@ -1,0 +1,120 @@
+"""Fingerprints of the frame cache's read set (frames/read_set.py): they change with what decides a trace and with
+nothing else, and they are the same in every process."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+
+import torch
+
+from aotcache.frames import read_set
+
+
+def fp(value):
+    return read_set.Fingerprints().digest(value)
+
+
+def test_a_function_by_code_defaults_keyword_defaults_and_closure():
+    def make(k):
+        def act(h, s=2.0, *, t=1.0):
+            return h * k * s * t
+
+        return act
+
+    a, b = make(2.0), make(2.0)
+    assert fp(a) == fp(b)
+    assert fp(make(3.0)) != fp(a)  # closure cell
+    b.__defaults__ = (5.0,)
+    assert fp(b) != fp(a)
+    c = make(2.0)
+    c.__kwdefaults__ = {"t": 4.0}
+    assert fp(c) != fp(a)
+    d = make(2.0)
+    d.__code__ = (lambda h, s=2.0, *, t=1.0: h).__code__.replace(co_freevars=("k",))  # noqa: E731
+    assert fp(d) != fp(a)
+
+
+def test_a_class_by_every_method_and_attribute_through_its_mro():
+    def build(scale, method):
+        class Base(torch.nn.Module):
+            def act(self, h):
+                return torch.relu(h)
+
+        class Act(Base):
+            SCALE = scale
+
+            def forward(self, h):
+                return self.act(h) * self.SCALE
+
+        if method is not None:
+            Base.act = method
+        return Act
+
+    ref = fp(build(2.0, None))
+    assert fp(build(2.0, None)) == ref
+    assert fp(build(3.0, None)) != ref  # class attribute
+    assert fp(build(2.0, lambda self, h: torch.tanh(h))) != ref  # a base class's method patched
+
+
+def test_torch_module_patched_changes_its_class():
+    before = fp(torch.nn.ReLU)
+    old = torch.nn.ReLU.forward
+    torch.nn.ReLU.forward = lambda self, x: torch.tanh(x)
+    try:
+        assert fp(torch.nn.ReLU) != before
+    finally:
+        torch.nn.ReLU.forward = old
+    assert fp(torch.nn.ReLU) == before
+
+
+def test_a_builtin_by_the_c_function_not_the_name():
+    relu = fp(torch.relu)
+    assert fp(torch._C._VariableFunctions.relu) == relu
+    assert fp(torch.sigmoid) != relu
+    assert fp(torch.nn.functional.gelu) != fp(torch.nn.functional.silu)
+    assert fp(len) != fp(abs)
+
+
+def test_scalars_containers_partials_and_tensors():
+    assert fp(2.0) != fp(2) != fp("2")
+    assert fp([1.0, 2.0]) != fp([2.0, 1.0])
+    assert fp({"k": 1.0}) != fp({"k": 2.0})
+    assert fp(functools.partial(torch.clamp, min=0.0)) != fp(functools.partial(torch.clamp, min=1.0))
+    assert fp(torch.zeros(2, 3)) == fp(torch.ones(2, 3))  # values are read at run time
+    assert fp(torch.zeros(2, 3)) != fp(torch.zeros(3, 2))
+
+
+def test_pickling_a_class_does_not_change_it():
+    import collections
+    import pickle
+
+    class_ = collections.OrderedDict
+    ref = fp(read_set.Fingerprints)
+    pickle.dumps(read_set.Fingerprints())  # sets __slotnames__ on the class
+    assert fp(read_set.Fingerprints) == ref
+    assert fp(class_) == fp(class_)
+
+
+_IN_ANOTHER_PROCESS = """
+import sys, torch, transformers
+from transformers.models.gpt2 import modeling_gpt2 as m
+from aotcache.frames import read_set
+values = [type(m.ALL_ATTENTION_FUNCTIONS), m.GPT2LMHeadModel, m.GPT2Attention, torch.nn.Module, torch.Tensor,
+          transformers.GPT2Config, torch.relu, torch.compiler.is_compiling, {"a": frozenset({"x", "y", "z"})}]
+print(",".join(read_set.Fingerprints().digest(v) for v in values) + "|" + str(read_set.facts()))
+"""
+
+
+def test_the_same_in_every_process():
+    """String hashes differ per process (PYTHONHASHSEED): a frozenset's order (abstract methods) once made a class's
+    fingerprint differ, and every Hugging Face frame missed warm."""
+    out = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "HF_HUB_OFFLINE": "1"}
+        done = subprocess.run([sys.executable, "-c", _IN_ANOTHER_PROCESS], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        out.add(done.stdout.strip().splitlines()[-1])
+    assert len(out) == 1, out
