@@ -60,6 +60,7 @@ class Operator:
     values: tuple = tuple(NUMBERS)
     bases: tuple | None = None
     note: str = ""
+    observable: bool = True  # B's results differ from A's (a config that changes only how the code is made: not)
 
 
 def _undo_attr(obj: str, attr: str, new: str) -> str:
@@ -352,6 +353,7 @@ OPERATORS: list[Operator] = [
         setup="import torch._dynamo.config as c\nold = c.assume_static_by_default\nif B:\n"
         "    c.assume_static_by_default = False\nreturn lambda: setattr(c, 'assume_static_by_default', old)",
         values=((0, 0),),
+        observable=False,
     ),
 ]
 BY_OPERATOR = {op.name: op for op in OPERATORS}
@@ -508,7 +510,7 @@ class Pair:
     operator: str
     base: str
     note: str = ""
-    differs: bool = True  # A's and B's results must differ (the pair tests something)
+    observable: bool = True  # A's and B's results must differ (the pair tests something)
 
 
 def _fill(text: str, values: tuple) -> str:
@@ -533,7 +535,7 @@ def make_pair(op: Operator, base: Base, values: tuple, index: int | str) -> Pair
     files = {module: main}
     if op.lib:
         files[lib] = PRELUDE + "\n" + _fill(op.lib, values) + "\n"
-    return Pair(f"{op.name}.{base.name}.{index}", files, module, op.name, base.name, op.note)
+    return Pair(f"{op.name}.{base.name}.{index}", files, module, op.name, base.name, op.note, op.observable)
 
 
 # The base each operator is shown in by the fixed table: module (inlined from nn.Module's forward) unless it needs
@@ -548,21 +550,26 @@ def attack_pairs() -> list[Pair]:
 
 
 def generated_pairs(seed: int, n: int) -> list[Pair]:
-    """`n` pairs drawn with `seed`: operator, base and values; each (operator, base, values) at most once until the
-    space is exhausted."""
+    """`n` pairs drawn with `seed`, operator by operator in rounds (every operator once per round, in a shuffled
+    order), each with a base and values drawn without repetition until that operator's combinations are used up."""
     rng = random.Random(seed)
-    space = [
-        (op, base, values)
-        for op in OPERATORS
-        for base in BASES
-        if op.bases is None or base.name in op.bases
-        for values in op.values
-    ]
-    rng.shuffle(space)
-    out = []
-    for i in range(n):
-        op, base, values = space[i % len(space)]
-        out.append(make_pair(op, base, values, f"g{seed}_{i}"))
+    choices = {}
+    for op in OPERATORS:
+        combos = [(base, values) for base in BASES if op.bases is None or base.name in op.bases for values in op.values]
+        rng.shuffle(combos)
+        choices[op.name] = combos
+    out: list[Pair] = []
+    round_ = 0
+    while len(out) < n:
+        order = list(OPERATORS)
+        rng.shuffle(order)
+        for op in order:
+            if len(out) == n:
+                break
+            combos = choices[op.name]
+            base, values = combos[round_ % len(combos)]
+            out.append(make_pair(op, base, values, f"g{seed}_{len(out)}"))
+        round_ += 1
     return out
 
 

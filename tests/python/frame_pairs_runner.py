@@ -63,13 +63,13 @@ def _shards(names: list[str], n: int) -> list[list[str]]:
 
 
 def _spawn(variant: str, backend: str, pairs_dir: Path, out: Path, names: list[str], env: dict) -> subprocess.Popen:
-    log = open(out.with_suffix(".log"), "w")
-    return subprocess.Popen(
-        [sys.executable, str(HERE / "frame_pairs_worker.py"), variant, backend, str(pairs_dir), str(out), *names],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    with open(out.with_suffix(".log"), "w") as log:  # the child has its own descriptor
+        return subprocess.Popen(
+            [sys.executable, str(HERE / "frame_pairs_worker.py"), variant, backend, str(pairs_dir), str(out), *names],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def _wait(procs: list[tuple[subprocess.Popen, Path]], timeout: float) -> dict:

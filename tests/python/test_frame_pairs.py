@@ -36,7 +36,8 @@ def test_the_suite_is_as_large_as_promised():
     assert len({p.name for p in PAIRS}) == len(PAIRS)
     # every operator is drawn, in more than one base
     drawn = {(p.operator, p.base) for p in GENERATED}
-    assert {op for op, _ in drawn} >= {op.name for op in frame_pairs.OPERATORS} - {"global_backward_hook"}
+    assert {op for op, _ in drawn} == {op.name for op in frame_pairs.OPERATORS}
+    assert len({base for _, base in drawn}) == len(frame_pairs.BASES)
 
 
 @pytest.mark.parametrize("name", [p.name for p in PAIRS])
@@ -45,7 +46,7 @@ def test_pair(verdicts, name):
     assert verdict.ok, "; ".join(verdict.problems)
 
 
-@pytest.mark.parametrize("name", [p.name for p in ATTACK if p.operator != "none"])
+@pytest.mark.parametrize("name", [p.name for p in ATTACK if p.operator != "none" and p.observable])
 def test_attack_pair_changes_the_result(verdicts, name):
     """An attack pair whose B computes what A computes would prove nothing: A's frame would be right for B."""
     assert verdicts[name].differs, f"{name}: A and B give the same results"
@@ -69,6 +70,5 @@ def test_the_verifier_finds_a_stale_frame(tmp_path, monkeypatch):
     for v in frame_pairs_runner.judge(pairs, results):
         assert v.served >= 1, v
         assert any("verifier:" in p for p in v.problems), v
+        assert any("frame verify mismatch" in p and "differs from Dynamo's trace" in p for p in v.problems), v
         assert not any("!= reference" in p for p in v.problems), v
-    logs = "".join(p.read_text() for p in tmp_path.glob("B.*.log"))
-    assert "frame verify mismatch" in logs

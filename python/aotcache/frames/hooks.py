@@ -26,6 +26,7 @@ import itertools
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import types
@@ -76,6 +77,7 @@ class _Recording:
     output_graph_live: Any = None  # while its guards are built: the storage-partition guard reads its graph inputs
     reads: list[list[str]] = dataclasses.field(default_factory=list)  # read_set.record: what the trace read
     facts: dict[str, Any] = dataclasses.field(default_factory=dict)  # read_set.facts at the trace
+    guard_names: set[str] = dataclasses.field(default_factory=set)  # the source names of every guard Dynamo built
     refused: _Refused | None = None
 
     def refuse(self, code: str, message: str) -> None:
@@ -198,6 +200,7 @@ def _serialize_recorded(
     if rec.facts["global_module_hooks"]:
         raise _Refused("global_hooks", "global nn.Module hooks are registered: the trace inlined them")
     rec.reads = read_set.record(builder, sorted_guards)
+    rec.guard_names = {g.name for g in sorted_guards if g.name}
     kept_stacks: dict[tuple, Any] = {}
     carried = [guards.without_stacks(guards.portable(builder, g), kept_stacks) for g in sorted_guards]
     live = rec.output_graph_live or output_graph
@@ -392,29 +395,40 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
     if changed_fact is not None:
         log.debug("frame %s not served: %s", _name(frame.code), changed_fact)
         return None, "facts_changed"
+    # What the trace read, by content (read_set.py): Dynamo rebuilds its guards from the objects this process has (a
+    # module, a class, a function's globals are this process's own), so they would hold for whatever those hold now.
+    # Checked on a view of the module's globals with the candidate's import aliases and builtins dict, installed for
+    # real only once it holds (a candidate of another module's code must leave nothing behind).
+    scope = frame.f_globals
+    extra: dict[str, Any] = {}
+    for name, spec in candidate["globals"].items():
+        if spec["kind"] == "module" and name not in scope:
+            module = sys.modules.get(spec["name"])
+            if module is None:  # a module this process has not imported: its trace here could not have read it
+                return None, "reads_changed"
+            extra[name] = module
+        elif spec["kind"] == "builtins" and name not in scope:
+            from torch._dynamo.output_graph import get_builtins_dict
+
+            extra[name] = get_builtins_dict(scope)
+    changed_read = read_set.changed(candidate["reads"], frame.f_locals, {**scope, **extra} if extra else scope)
+    if changed_read is not None:
+        log.debug("frame %s not served: %s", _name(frame.code), changed_read)
+        return None, "reads_changed"
     # Some sources install a guard when they are built (ImportSource: ID_MATCH on the module), unpickling too: give
     # them a scratch tracing context. The guard they meant is in the serialized list already, as a content guard.
     with torch._guards.tracing(torch._guards.TracingContext(FakeTensorMode())):
         guards_state = load_guards_state(entry.unb64(candidate["guards"]))
     guards.restore_markings(guards_state, candidate.get("markings", {}))
-    scope = frame.f_globals
     builtins_name = guards_state.output_graph.name_of_builtins_dict_key_in_fglobals
     added_builtins = False
     if builtins_name and builtins_name not in scope:
-        scope[builtins_name] = get_builtins_dict(scope)
+        scope[builtins_name] = extra.get(builtins_name) or get_builtins_dict(scope)
         added_builtins = True
-    # Import aliases first: the guards read attributes through them.
-    for name, spec in candidate["globals"].items():
-        if spec["kind"] == "module" and name not in scope:
-            scope[name] = importlib.import_module(spec["name"])
-    # What the trace read, by content: Dynamo rebuilds its guards from the objects this process has (a module, a
-    # class, a function's globals are this process's own), so they would hold for whatever those hold now.
-    changed_read = read_set.changed(candidate["reads"], frame.f_locals, scope)
-    if changed_read is not None:
-        if added_builtins:
-            _reserve_unique_id(builtins_name)
-        log.debug("frame %s not served: %s", _name(frame.code), changed_read)
-        return None, "reads_changed"
+    # Import aliases: the guards read attributes through them.
+    for name, value in extra.items():
+        if name != builtins_name:
+            scope[name] = value
     # Building the guards reads the live objects some sources name (the dicts whose key order is guarded, through
     # the module globals): a source this process's state lacks (a registry dict with fewer entries than when the
     # frame was recorded) raises here instead of failing a check. Either way the guards do not hold for this call.
@@ -571,10 +585,14 @@ def _candidate(rec: _Recording, result: Any) -> tuple[dict[str, Any], Any]:
             renames[name] = f"__aotcache_{spec['kind']}_{digest[:24]}"
         specs[renames.get(name, name)] = spec
     # Import aliases Dynamo put into the module's globals itself (not through installed_globals); the guards and
-    # the transformed code read through them. Deterministic names: carried as they are.
+    # the transformed code read through them. Deterministic names: carried as they are. Only those this frame's code
+    # or guards name: the module's globals also hold the aliases of its other frames.
+    code_names = _all_names(guarded.code)
     for name, value in list(frame.f_globals.items()):
         if name.startswith("__import_") and name not in specs and isinstance(value, types.ModuleType):
-            specs[name] = _describe_global(name, value, builtins_name)
+            quoted = f"G[{name!r}]"
+            if name in code_names or any(quoted in g for g in rec.guard_names):
+                specs[name] = _describe_global(name, value, builtins_name)
     for spec in specs.values():
         if spec["kind"] == "function":
             spec["code"] = _dump_code(_renamed(spec.pop("code_object"), renames))
@@ -679,6 +697,14 @@ def _dump_code(code: types.CodeType) -> dict[str, Any]:
 
 def _load_code(spec: dict[str, Any]) -> types.CodeType:
     return code_codec.load(entry.unb64(spec["marshal"]), spec["constants"])
+
+
+def _all_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _all_names(const)
+    return names
 
 
 def _renamed(code: types.CodeType, renames: dict[str, str]) -> types.CodeType:

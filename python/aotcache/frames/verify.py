@@ -5,7 +5,7 @@ resume functions by code), the same inlined sources and read set, and the same g
 guards by their description).
 
 Names that hold a process-wide counter are normalized first: Dynamo's builtins dict global
-(`__builtins_dict___<n>`) is numbered per process.
+(`__builtins_dict___<n>`) and a resume function's `__name__` (`__resume_at_<offset>_<n>`) are numbered per process.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def _globals(specs: dict[str, Any]) -> dict[str, Any]:
         spec = dict(spec)
         if "code" in spec:
             spec["code"] = _code(spec["code"])
+        if spec.get("kind") == "function":
+            spec.pop("name", None)  # a resume function's __name__ holds Dynamo's per-process counter
         out[_normal(name)] = spec
     return out
 
