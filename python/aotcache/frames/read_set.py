@@ -197,14 +197,14 @@ class Fingerprints:
             return f"type:{_type_name(cls)}"
         if depth >= _MAX_DEPTH:
             return f"class:{_type_name(cls)}:deep"
+        # The class's own namespace, then each base's text (memoized: nn.Module's namespace is read once per pass,
+        # not once per subclass); the bases' texts cover the whole MRO.
         parts = [f"class:{_type_name(cls)}:mro=" + ",".join(_type_name(k) for k in cls.__mro__)]
-        for k in cls.__mro__:
-            if not k.__flags__ & _HEAPTYPE:
-                continue
-            for name, attr in list(vars(k).items()):
-                if name in _SKIPPED_CLASS_ATTRIBUTES:
-                    continue
-                parts.append(f"{_type_name(k)}.{name}={self._attribute(attr, depth)}")
+        for name, attr in list(vars(cls).items()):
+            if name not in _SKIPPED_CLASS_ATTRIBUTES:
+                parts.append(f"{name}={self._attribute(attr, depth)}")
+        for base in cls.__bases__:
+            parts.append("base " + hashlib.sha256(self.of(base, depth).encode()).hexdigest())
         return "\n".join(parts)
 
     def _attribute(self, attr: Any, depth: int) -> str:
