@@ -70,6 +70,23 @@ def test_torch_module_patched_changes_its_class():
     assert fp(torch.nn.ReLU) == before
 
 
+def test_a_c_method_in_a_class_namespace_by_which_method():
+    """torch.Tensor.tanh = torch.Tensor.sigmoid puts a C method descriptor into Tensor's namespace: it was compared
+    by its type only, and a frame recorded with tanh was served where tanh meant sigmoid (generated pair, seed 2)."""
+    before = fp(torch.Tensor)
+    old = torch.Tensor.tanh
+    try:
+        torch.Tensor.tanh = torch.Tensor.sigmoid
+        patched = fp(torch.Tensor)
+        torch.Tensor.tanh = old  # the C method itself, now in Tensor's own namespace
+        restored = fp(torch.Tensor)
+    finally:
+        if "tanh" in vars(torch.Tensor):
+            del torch.Tensor.tanh
+    assert patched != before and patched != restored
+    assert fp(torch.Tensor) == before
+
+
 def test_a_builtin_by_the_c_function_not_the_name():
     relu = fp(torch.relu)
     assert fp(torch._C._VariableFunctions.relu) == relu

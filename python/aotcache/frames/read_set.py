@@ -61,6 +61,13 @@ KEYS_KINDS = frozenset({"DICT_KEYS_MATCH", "MAPPING_KEYS_CHECK", "DICT_KEYS"})
 
 _MAX_DEPTH = 4
 _CODE_GLOBALS = (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType)
+_DESCRIPTORS = (
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.GetSetDescriptorType,
+    types.MemberDescriptorType,
+    types.ClassMethodDescriptorType,
+)
 _MAX_ITEMS = 64
 _HEAPTYPE = 1 << 9
 
@@ -108,9 +115,7 @@ class Fingerprints:
             owner = value.__self__
             bound = owner.__name__ if isinstance(owner, types.ModuleType) else self._shallow(owner)
             return f"builtin:{getattr(value, '__module__', None)}:{value.__qualname__}:{bound}"
-        if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType, types.GetSetDescriptorType)):
-            return f"descriptor:{t.__name__}:{_type_name(value.__objclass__)}.{value.__name__}"
-        if isinstance(value, (types.MemberDescriptorType, types.ClassMethodDescriptorType)):
+        if isinstance(value, _DESCRIPTORS):
             return f"descriptor:{t.__name__}:{_type_name(value.__objclass__)}.{value.__name__}"
         if isinstance(value, (staticmethod, classmethod)):
             return f"{t.__name__}:{self.of(value.__func__, depth + 1)}"
@@ -154,6 +159,10 @@ class Fingerprints:
             return f"{t.__name__}[" + ",".join(parts) + "]"
         if isinstance(value, types.BuiltinFunctionType):
             return f"builtin:{getattr(value, '__module__', None)}:{value.__qualname__}"
+        if isinstance(
+            value, _DESCRIPTORS
+        ):  # a C method in a class namespace: which one (torch.Tensor.tanh = ...sigmoid)
+            return f"descriptor:{t.__name__}:{_type_name(value.__objclass__)}.{value.__name__}"
         return f"a {_type_name(t)}"
 
     def _container(self, value: Any, depth: int) -> str:
