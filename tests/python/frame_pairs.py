@@ -630,6 +630,59 @@ def run(backend):
 )
 
 
+# A kernel library's patch of a Hugging Face layer (as Liger-style libraries patch RMSNorm), and an attention function
+# registered under the name the model uses (AttentionInterface.register, as kernel libraries do).
+_HF_LLAMA = (
+    PRELUDE
+    + """
+import transformers
+from transformers.models.llama import modeling_llama
+
+def patched_rms_forward(self, hidden_states):
+    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    return self.weight * hidden_states * torch.rsqrt(variance + 1e-2)
+
+def my_sdpa(module, query, key, value, attention_mask, **kwargs):
+    out, weights = transformers.integrations.sdpa_attention.sdpa_attention_forward(
+        module, query, key, value, attention_mask, **kwargs
+    )
+    return out * 0.5, weights
+
+def setup():
+    old_rms = modeling_llama.LlamaRMSNorm.forward
+    interface = transformers.modeling_utils.AttentionInterface
+    old_sdpa = interface._global_mapping["sdpa"]
+    if B and os.environ.get("AOTC_PAIR_HF_PATCH") != "attention":
+        modeling_llama.LlamaRMSNorm.forward = patched_rms_forward
+    if B and os.environ.get("AOTC_PAIR_HF_PATCH") == "attention":
+        interface.register("sdpa", my_sdpa)
+
+    def undo():
+        modeling_llama.LlamaRMSNorm.forward = old_rms
+        interface._global_mapping["sdpa"] = old_sdpa
+
+    return undo
+
+def run(backend):
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=64, max_position_embeddings=32, attn_implementation="sdpa",
+    )
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 64, (1, 8))
+    with torch.no_grad():
+        return {"logits": torch.compile(model, backend=backend)(ids).logits}
+"""
+)
+
+
+def _hf_llama_pair(name: str, patch: str) -> Pair:
+    # one file per pair, the patch chosen by the file's own name (both pairs run in one process)
+    text = _HF_LLAMA.replace('os.environ.get("AOTC_PAIR_HF_PATCH")', repr(patch))
+    return Pair(name, {f"fp_{name}": text}, f"fp_{name}", "class_method_patched", "hf_llama")
+
+
 # A warm process that calls eval before the training step, on a cache whose process recorded the training step first:
 # the training candidate is tried (and fails) at the eval call, then must be served at the training call.
 _EVAL_BEFORE_TRAIN = (
@@ -697,6 +750,8 @@ def run(backend):
 def special_pairs() -> list[Pair]:
     return [
         Pair("hf_gpt2_mlp_patched", {"fp_hf_gpt2": _HF_GPT2}, "fp_hf_gpt2", "class_method_patched", "hf_gpt2"),
+        _hf_llama_pair("hf_llama_rmsnorm_patched", "rmsnorm"),
+        _hf_llama_pair("hf_llama_attention_registered", "attention"),
         Pair(
             "eval_then_train",
             {"fp_eval_train": _TRAIN_EVAL},
