@@ -78,6 +78,7 @@ class _Recording:
     reads: list[list[str]] = dataclasses.field(default_factory=list)  # read_set.record: what the trace read
     facts: dict[str, Any] = dataclasses.field(default_factory=dict)  # read_set.facts at the trace
     guard_names: set[str] = dataclasses.field(default_factory=set)  # the source names of every guard Dynamo built
+    traced: list[str] = dataclasses.field(default_factory=list)  # read_set.traced_names of the trace
     refused: _Refused | None = None
 
     def refuse(self, code: str, message: str) -> None:
@@ -199,11 +200,12 @@ def _serialize_recorded(
     rec.facts = read_set.facts()
     if rec.facts["global_module_hooks"]:
         raise _Refused("global_hooks", "global nn.Module hooks are registered: the trace inlined them")
-    rec.reads = read_set.record(builder, sorted_guards)
+    live = rec.output_graph_live or output_graph
+    rec.traced = read_set.traced_names(live.tracing_context.traced_code)
+    rec.reads = read_set.record(builder, sorted_guards, rec.traced)
     rec.guard_names = {g.name for g in sorted_guards if g.name}
     kept_stacks: dict[tuple, Any] = {}
     carried = [guards.without_stacks(guards.portable(builder, g), kept_stacks) for g in sorted_guards]
-    live = rec.output_graph_live or output_graph
     carried.append(guards.storage_partition_guard(builder, live, rec.frame.f_globals))
     rec.markings = guards.dimension_markings(builder, sorted_guards)
     guards.keep_builtins(manager, carried, output_graph)
@@ -411,7 +413,9 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
             from torch._dynamo.output_graph import get_builtins_dict
 
             extra[name] = get_builtins_dict(scope)
-    changed_read = read_set.changed(candidate["reads"], frame.f_locals, {**scope, **extra} if extra else scope)
+    changed_read = read_set.changed(
+        candidate["reads"], frame.f_locals, {**scope, **extra} if extra else scope, candidate.get("traced")
+    )
     if changed_read is not None:
         log.debug("frame %s not served: %s", _name(frame.code), changed_read)
         return None, "reads_changed"
@@ -609,7 +613,7 @@ def _candidate(rec: _Recording, result: Any) -> tuple[dict[str, Any], Any]:
         except content.Unportable as e:
             raise _Refused("inlined_source", str(e)) from None
     manager = _check_loadable(frame, rec.guards_state, rec.markings)
-    unstable = read_set.changed(rec.reads, frame.f_locals, frame.f_globals)
+    unstable = read_set.changed(rec.reads, frame.f_locals, frame.f_globals, rec.traced)
     if unstable is not None:  # a content that differs from itself would never let the frame load
         raise _Refused("reads_unstable", f"the read set does not hold for the call traced: {unstable}")
     candidate = {
@@ -620,6 +624,7 @@ def _candidate(rec: _Recording, result: Any) -> tuple[dict[str, Any], Any]:
         "automatic_dynamic": dynamic_state.snapshot(frame.code, frame.closure),
         "markings": rec.markings,
         "reads": rec.reads,
+        "traced": rec.traced,
         "facts": rec.facts,
     }
     return candidate, manager

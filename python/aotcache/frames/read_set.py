@@ -76,8 +76,12 @@ class Fingerprints:
     """One pass of fingerprinting (a recording or a load): classes and functions memoized for its duration only, so
     a change between two loads is always seen."""
 
-    def __init__(self) -> None:
+    def __init__(self, traced: frozenset[str] | None = None) -> None:
         self._memo: dict[tuple[int, int], tuple[Any, str]] = {}
+        # Qualified names of the code the trace ran (None: every method counts): a class's methods by content only
+        # where the trace could have run them (and the protocol methods Dynamo resolves by identity), by name
+        # otherwise, so an edited __init__ or an unused helper does not keep a frame from being served.
+        self.traced = traced
 
     def of(self, value: Any, depth: int = 0) -> str:
         key = (id(value), depth)  # the text depends on the depth it is cut at
@@ -244,6 +248,8 @@ class Fingerprints:
         return self._shallow(attr)
 
     def _method(self, fn: types.FunctionType, depth: int) -> str:
+        if self.traced is not None and fn.__qualname__ not in self.traced and fn.__name__ not in _PROTOCOL:
+            return f"{fn.__qualname__}:not traced"
         parts = [f"{fn.__qualname__}:{content.code_digest(fn.__code__)}"]
         if fn.__defaults__:
             parts.append("defaults=" + ",".join(self._shallow(d) for d in fn.__defaults__))
@@ -261,6 +267,20 @@ class Fingerprints:
             parts.append("cell=" + (f"type:{_type_name(value)}" if isinstance(value, type) else self._shallow(value)))
         return ":".join(parts)
 
+
+# Methods Dynamo resolves on a class and compares or calls without always inlining them: by content even when the
+# trace did not run them.
+_PROTOCOL = frozenset(
+    {
+        "forward",
+        "__call__",
+        "__getattr__",
+        "__getattribute__",
+        "__setattr__",
+        "__torch_function__",
+        "__torch_dispatch__",
+    }
+)
 
 # Namespace entries that describe a class rather than decide what its code does.
 _SKIPPED_CLASS_ATTRIBUTES = frozenset(
@@ -334,10 +354,15 @@ def _is_global_tensor_guard(kind: str, name: str) -> bool:
     return kind == "TENSOR_MATCH" and name.startswith("G[")
 
 
-def record(builder: Any, sorted_guards: Any) -> list[list[str]]:
+def traced_names(traced_code: Any) -> list[str]:
+    """The qualified names of the code a trace ran (Dynamo's tracing_context.traced_code), sorted."""
+    return sorted({code.co_qualname for code in traced_code})
+
+
+def record(builder: Any, sorted_guards: Any, traced: list[str] | None = None) -> list[list[str]]:
     """[[source name, guard kind, digest], ...] for every guard Dynamo built on a value it read through a source,
-    sorted; values evaluated by Dynamo's own builder in the recording process."""
-    fp = Fingerprints()
+    sorted; values evaluated by Dynamo's own builder in the recording process. `traced`: traced_names of the trace."""
+    fp = Fingerprints(frozenset(traced) if traced is not None else None)
     out = set()
     for guard in sorted_guards:
         kind = guard.create_fn_name()
@@ -353,11 +378,14 @@ def record(builder: Any, sorted_guards: Any) -> list[list[str]]:
     return [list(row) for row in sorted(out)]
 
 
-def changed(reads: list[list[str]], f_locals: Any, f_globals: dict[str, Any]) -> str | None:
-    """None when every recorded source reads the same content in this frame; else what differs (for the log)."""
+def changed(
+    reads: list[list[str]], f_locals: Any, f_globals: dict[str, Any], traced: list[str] | None = None
+) -> str | None:
+    """None when every recorded source reads the same content in this frame; else what differs (for the log).
+    `traced`: the names the read set was recorded with."""
     from aotcache.frames import guards
 
-    fp = Fingerprints()
+    fp = Fingerprints(frozenset(traced) if traced is not None else None)
     for name, kind, reading in reads:
         try:
             value = guards.eval_sources(_compiled(name), f_locals, f_globals)[0]
