@@ -5,7 +5,8 @@ resume functions by code), the same inlined sources and read set, and the same g
 guards by their description).
 
 Names that hold a process-wide counter are normalized first: Dynamo's builtins dict global
-(`__builtins_dict___<n>`) and a resume function's `__name__` (`__resume_at_<offset>_<n>`) are numbered per process.
+(`__builtins_dict___<n>`), a resume function's `__name__` (`__resume_at_<offset>_<n>`) and a module global
+(`___module_<name>_<id>_c<n>`, by the module's id()) are numbered per process.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Any
 from aotcache.frames import code_codec, entry, guards
 
 _COUNTED = re.compile(r"__builtins_dict___\d+")
+_MODULE_BY_ID = re.compile(r"(___module_\w+?)_\d+(_c\d+)")  # Dynamo names a module global by the module's id()
 
 
 def _normal(text: str) -> str:
-    return _COUNTED.sub("__builtins_dict___N", text)
+    return _MODULE_BY_ID.sub(r"\1_ID\2", _COUNTED.sub("__builtins_dict___N", text))
 
 
 def _code(spec: dict[str, Any]) -> tuple:
