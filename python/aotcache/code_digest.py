@@ -86,19 +86,19 @@ def _feed_callable(fn: Any, h: Any, depth: int, seen: set) -> None:
             _feed(h, "empty", var)
             continue
         _feed_value(value, h, depth + 1, seen, f"{var} (closed over by {fn.__qualname__})")
-    for global_name in sorted(_global_names(code)):
+    for global_name in sorted(global_names(code)):
         if global_name not in fn.__globals__:
             continue  # an attribute name or a builtin
         _feed(h, "global", global_name)
         _feed_value(fn.__globals__[global_name], h, depth + 1, seen, f"global {global_name} of {fn.__qualname__}")
 
 
-def _global_names(code: types.CodeType) -> set[str]:
+def global_names(code: types.CodeType) -> set[str]:
     """Names the code (and its nested functions and comprehensions) may load as globals."""
     names = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names |= _global_names(const)
+            names |= global_names(const)
     return names
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from aotcache import _core, compiler, counters, global_state, isa_probe, kernels, settings
+from aotcache import _core, code_digest, compiler, counters, global_state, isa_probe, kernels, settings
 from aotcache.errors import Bypass
 from aotcache.frames import code_codec, content, dynamic_state, entry, guards, read_set, tags, verify
 from aotcache.storage import opened
@@ -591,7 +591,7 @@ def _candidate(rec: _Recording, result: Any) -> tuple[dict[str, Any], Any]:
     # Import aliases Dynamo put into the module's globals itself (not through installed_globals); the guards and
     # the transformed code read through them. Deterministic names: carried as they are. Only those this frame's code
     # or guards name: the module's globals also hold the aliases of its other frames.
-    code_names = _all_names(guarded.code)
+    code_names = code_digest.global_names(guarded.code)
     for name, value in list(frame.f_globals.items()):
         if name.startswith("__import_") and name not in specs and isinstance(value, types.ModuleType):
             quoted = f"G[{name!r}]"
@@ -702,14 +702,6 @@ def _dump_code(code: types.CodeType) -> dict[str, Any]:
 
 def _load_code(spec: dict[str, Any]) -> types.CodeType:
     return code_codec.load(entry.unb64(spec["marshal"]), spec["constants"])
-
-
-def _all_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _all_names(const)
-    return names
 
 
 def _renamed(code: types.CodeType, renames: dict[str, str]) -> types.CodeType:

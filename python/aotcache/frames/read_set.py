@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from aotcache import code_digest
 from aotcache.frames import content
 
 # Guard kinds whose check compares the value at the source with the value it had when the guard was built.
@@ -293,16 +294,8 @@ def _type_name(t: type) -> str:
 
 
 @functools.lru_cache(maxsize=8192)
-def _global_names_cached(code: types.CodeType) -> tuple[str, ...]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names.update(_global_names_cached(const))
-    return tuple(sorted(names))
-
-
 def _global_names(code: types.CodeType) -> tuple[str, ...]:
-    return _global_names_cached(code)
+    return tuple(sorted(code_digest.global_names(code)))
 
 
 # ---- process-wide facts --------------------------------------------------------------------------------------
