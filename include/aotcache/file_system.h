@@ -20,6 +20,9 @@ struct DirEntry {
   bool is_dir = false;
   uint64_t size = 0;
   int64_t mtime_unix = 0;
+  // Someone other than this process's user (and root) could have written it: another user owns it, or its group or
+  // others may write it. Filled by stat_file; a store without signing keys refuses to load such an entry file.
+  bool foreign_writable = false;
 };
 
 // An exclusive advisory lock; released when destroyed.

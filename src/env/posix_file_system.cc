@@ -148,6 +148,8 @@ class PosixFileSystem final : public FileSystem {
     }
     DirEntry e{path.substr(path.find_last_of('/') + 1), S_ISDIR(st.st_mode), static_cast<uint64_t>(st.st_size),
                static_cast<int64_t>(st.st_mtime)};
+    const uid_t me = geteuid();
+    e.foreign_writable = (st.st_uid != me && st.st_uid != 0) || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
     return std::optional<DirEntry>(std::move(e));
   }
 

@@ -104,7 +104,20 @@ std::string LocalStore::entry_path(const std::string& key_hex) const {
 
 Result<std::optional<std::string>> LocalStore::read_entry_file(const std::string& key_hex) {
   if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
-  return fs_->read_file(entry_path(key_hex));
+  const std::string path = entry_path(key_hex);
+  if (!signing_keys_.enabled()) {
+    // Unsigned, an entry is vouched for only by who could have written it (python/aotcache/storage/trust.py checks
+    // the folders once per process; this checks each file, which a folder check cannot see: a file left writable
+    // by a loose umask, or another user's file moved in). Nobody else can swap the file between this stat and the
+    // read: that needs a writable folder, which the folder check refuses, or the file's ownership.
+    AOTCACHE_ASSIGN_OR_RETURN(auto st, fs_->stat_file(path));
+    if (st.has_value() && st->foreign_writable) {
+      return Status::unauthenticated("unsigned entry file " + path +
+                                     " can be written by another user (its owner or mode): not loaded; make it yours and "
+                                     "chmod go-w it, or sign entries (AOTCACHE_SIGNING_KEY)");
+    }
+  }
+  return fs_->read_file(path);
 }
 
 Result<bool> LocalStore::contains(const std::string& key_hex) {

@@ -377,6 +377,24 @@ TEST_F(LocalStoreTest, SavedPerByteEvictsCheapLargeEntriesFirst) {
   EXPECT_FALSE(parse_eviction_policy("random").ok());
 }
 
+// Unsigned, an entry file that group or others may write is not loaded (UNAUTHENTICATED: left in place); the same
+// file once private is served again.
+TEST_F(LocalStoreTest, AnUnsignedEntryFileOthersCanWriteIsRefused) {
+  const Entry e = entry();
+  const std::string key = internal::to_hex(e.key_digest);
+  ASSERT_TRUE(store_->put(e).ok());
+  for (mode_t mode : {0666, 0664, 0646}) {
+    ASSERT_EQ(::chmod(store_->entry_path(key).c_str(), mode), 0);
+    auto got = store_->get(key);
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), StatusCode::kUnauthenticated) << got.status().to_string();
+    EXPECT_EQ(store_->check_entry(key).code(), StatusCode::kUnauthenticated);
+  }
+  ASSERT_EQ(::chmod(store_->entry_path(key).c_str(), 0644), 0);
+  ASSERT_TRUE(store_->get(key).ok());
+  EXPECT_TRUE(store_->get(key)->has_value());
+}
+
 // Eviction, removal and overwrite unlink or rename over the name: a reader that has opened the entry keeps
 // reading the whole, valid file.
 TEST_F(LocalStoreTest, AnEntryBeingReadIsNeverTornByEvictionOrOverwrite) {

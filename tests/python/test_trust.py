@@ -74,3 +74,47 @@ def test_signed_entries_make_any_directory_usable(tmp_path):
     os.chmod(d, 0o777)
     assert opened.local_store(_cfg(d, signing_key="team:" + "k" * 32)) is not None
     assert counters.snapshot()["untrusted"] == 0
+
+
+def test_a_folder_above_that_others_can_write_is_refused(tmp_path):
+    above = tmp_path / "team"
+    above.mkdir()
+    d = above / "cache"
+    assert opened.local_store(_cfg(d)) is not None  # created private, below a private folder: used
+    assert trust.untrusted_reason(str(d)) is None
+    os.chmod(above, 0o777)  # others could move `cache` aside and put theirs in its place
+    assert "a folder above it, can be written by others" in trust.untrusted_reason(str(d))
+    assert "a folder above it" in trust.untrusted_reason(str(above / "not-yet" / "cache"))
+    os.chmod(above, 0o777 | stat.S_ISVTX)  # sticky, like /tmp: they cannot rename what they do not own
+    assert trust.untrusted_reason(str(d)) is None
+
+
+def test_a_symlinked_directory_is_judged_by_where_it_points(tmp_path):
+    d = tmp_path / "real"
+    assert opened.local_store(_cfg(d)) is not None
+    link = tmp_path / "link"
+    link.symlink_to(d)
+    assert trust.untrusted_reason(str(link)) is None  # the link's own mode (rwxrwxrwx) says nothing
+    os.chmod(d, 0o777)
+    assert "can be written by others" in trust.untrusted_reason(str(link))
+
+
+@pytest.mark.parametrize("mode", [0o666, 0o664, 0o646])
+def test_an_unsigned_entry_file_others_can_write_is_not_loaded(tmp_path, mode):
+    from aotcache import _core
+    from store_worker import key_for, payload
+    import random
+
+    store = _core.LocalStore.open(str(tmp_path / "c"))
+    key = key_for(1)
+    store.put(key, payload(random.Random(1), 100), {})
+    assert store.get(key.hex) is not None
+    os.chmod(store.entry_path(key.hex), mode)  # a loose umask, or chmod'ed by a tool: anyone may rewrite it
+    with pytest.raises(_core.UntrustedEntryError, match="can be written by another user"):
+        store.get(key.hex)
+    os.chmod(store.entry_path(key.hex), 0o644)
+    assert store.get(key.hex) is not None
+    signed = _core.LocalStore.open(str(tmp_path / "s"), signing_key="team:" + "k" * 32)
+    signed.put(key, payload(random.Random(1), 100), {})
+    os.chmod(signed.entry_path(key.hex), 0o666)
+    assert signed.get(key.hex) is not None  # signed: the HMAC vouches for it, whoever could write the file

@@ -71,8 +71,9 @@ class TieredStore:
             return Read(None, writable=False)
         except _core.UntrustedEntryError as e:
             # Signed by a key this process does not accept (or not signed): another key set's entry during a
-            # rotation, or a planted one. Nothing of it was loaded; it stays where it is, for the keys that accept it.
-            counters.warn_once("untrusted", "entry %s is not signed by an accepted key, compiling: %s", key_hex[:16], e)
+            # rotation, or a planted one; or unsigned in a file another user could have written. Nothing of it was
+            # loaded; it stays where it is, for the keys (or the owner) that accept it.
+            counters.warn_once("untrusted", "entry %s is not trusted, compiling: %s", key_hex[:16], e)
             counters.record({"untrusted": 1, "error.untrusted_entry": 1}, store)
             return Read(None, writable=False)
         except _core.CorruptEntryError as e:
