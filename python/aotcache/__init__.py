@@ -2,6 +2,9 @@
 
     model = torch.compile(model, backend="aotcache")
 
+Or, with no change to code that calls torch.compile with the default backend (frameworks):
+    aotcache.enable()                        # or AOTCACHE_ENABLE=1, or `aotcache run -- python train.py`
+
 Configuration: AOTCACHE_DIR, AOTCACHE_DISABLE, AOTCACHE_SALT, or `aotcache.configure(...)`.
 Custom ops: `aotcache.register_op_version("ns::op", "2")` pins an op's implementation into the key.
 """
@@ -22,6 +25,8 @@ __all__ = [
     "aotcache_backend",
     "register_op_version",
     "unregister_op_version",
+    "enable",
+    "disable",
 ]
 
 
@@ -32,6 +37,10 @@ def __getattr__(name: str):
         from aotcache.backend import aotcache_backend
 
         return aotcache_backend
+    if name in ("enable", "disable"):
+        from aotcache import default_backend
+
+        return getattr(default_backend, name)
     if name in ("register_op_version", "unregister_op_version"):
         from aotcache import op_pins
 

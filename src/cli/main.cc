@@ -1,4 +1,7 @@
 // The `aotcache` program: manage and inspect a cache directory. Turns Status into exit codes; nothing else does.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -38,12 +41,34 @@ const char* k_usage =
     "  verify [--fix]            check every entry's checksum and format; --fix moves bad ones to quarantine/\n"
     "  export FILE [KEY...]      write all entries (or the named ones) to one archive file\n"
     "  import FILE               add an archive's entries, each verified first; bad ones are skipped\n"
+    "  run [--] COMMAND [ARGS]   run COMMAND with every torch.compile of its process tree that uses the default\n"
+    "                            backend (inductor) going through aotcache (sets AOTCACHE_ENABLE=1, and AOTCACHE_DIR\n"
+    "                            with --dir); works under torchrun, accelerate launch, ...; exits with COMMAND's status\n"
     "\n"
     "ls takes --sort age|size|saved (default age). verify, export, import, prune and clear show a progress bar when\n"
     "stderr is a terminal. AOTCACHE_EVICTION=lru|saved-per-byte picks what prune and the size bound remove first.\n"
     "AOTCACHE_SIGNING_KEY (and AOTCACHE_SIGNING_KEYS_ACCEPTED) make entries not signed by an accepted key untrusted:\n"
     "verify reports them apart and leaves them in place.\n"
     "Exit codes: 0 ok, 1 failure, 2 bad arguments.\n";
+
+// `aotcache run [--] COMMAND...`: the process tree of COMMAND routes torch.compile's default backend through
+// aotcache (python/aotcache/startup.py reads AOTCACHE_ENABLE at interpreter start, through aotcache-enable.pth).
+// Replaces this process, so COMMAND's exit status and signals are the caller's.
+int exec_run(const std::string& dir, int argc, char** argv, int first) {
+  if (first < argc && std::strcmp(argv[first], "--") == 0) ++first;
+  if (first >= argc) {
+    std::cerr << "aotcache run: a command to run is needed (aotcache run -- python train.py)\n";
+    return aotcache::cli::k_exit_usage;
+  }
+  if (setenv("AOTCACHE_ENABLE", "1", 1) != 0 || (!dir.empty() && setenv("AOTCACHE_DIR", dir.c_str(), 1) != 0)) {
+    std::cerr << "aotcache run: cannot set the environment: " << std::strerror(errno) << "\n";
+    return aotcache::cli::k_exit_failure;
+  }
+  execvp(argv[first], argv + first);
+  const int err = errno;
+  std::cerr << "aotcache run: cannot run " << argv[first] << ": " << std::strerror(err) << "\n";
+  return err == ENOENT ? 127 : 126;  // as a shell reports a command not found / not executable
+}
 
 }  // namespace
 
@@ -72,6 +97,7 @@ int main(int argc, char** argv) {
       dir = a.substr(6);
       continue;
     }
+    if (rest.empty() && a == "run") return exec_run(dir, argc, argv, k + 1);  // the rest is the command's own
     rest.push_back(a);
   }
   if (rest.empty()) {

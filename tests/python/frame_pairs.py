@@ -365,6 +365,7 @@ class Base:
 
     name: str
     text: str
+    zoo: bool = False  # a real model (Hugging Face): slower, drawn at a fixed rate by generated_pairs
 
 
 BASES: list[Base] = [
@@ -498,6 +499,86 @@ def run(backend):
         return {"y1": compiled(torch.randn(2, 8)), "y2": compiled(torch.randn(2, 8))}
 """,
     ),
+    # Zoo models: the use sits inside a Hugging Face model's own code path, in a subclass of one of its modules
+    # swapped in by __class__ (weights kept), as kernel libraries and fine-tuning tools swap them. Small configs of the
+    # zoo's architectures (tests/python/zoo_models.py), random weights; the zoo's workloads (train, generate, infer).
+    Base(
+        "hf_gpt2_train",
+        """
+from transformers.models.gpt2 import modeling_gpt2
+
+class MLP(modeling_gpt2.GPT2MLP):
+    def forward(self, hidden_states):
+        h = super().forward(hidden_states)
+        return USE
+
+def run(backend):
+    import transformers
+    torch.manual_seed(6)
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=32,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(cfg)
+    for block in model.transformer.h:
+        block.mlp.__class__ = MLP
+    ids = torch.randint(0, 64, (2, 8))
+    loss = torch.compile(model, backend=backend)(input_ids=ids, labels=ids).loss
+    loss.backward()
+    return {"loss": loss.detach(), "grad.wte": model.transformer.wte.weight.grad,
+            "grad.fc": model.transformer.h[1].mlp.c_fc.weight.grad}
+""",
+        zoo=True,
+    ),
+    Base(
+        "hf_llama_generate",
+        """
+from transformers.models.llama import modeling_llama
+
+class MLP(modeling_llama.LlamaMLP):
+    def forward(self, x):
+        h = super().forward(x)
+        return USE
+
+def run(backend):
+    import transformers
+    torch.manual_seed(7)
+    cfg = transformers.LlamaConfig(num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, hidden_size=32,
+                                   intermediate_size=64, vocab_size=64, max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    for layer in model.model.layers:
+        layer.mlp.__class__ = MLP
+    model.forward = torch.compile(model.forward, backend=backend)
+    ids = torch.randint(3, 64, (1, 6))
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3, do_sample=False,
+                             output_scores=True, return_dict_in_generate=True, pad_token_id=0)
+    return {"sequences": out.sequences, "scores": torch.stack(out.scores)}
+""",
+        zoo=True,
+    ),
+    Base(
+        "hf_bert_infer",
+        """
+from transformers.models.bert import modeling_bert
+
+class Intermediate(modeling_bert.BertIntermediate):
+    def forward(self, hidden_states):
+        h = super().forward(hidden_states)
+        return USE
+
+def run(backend):
+    import transformers
+    torch.manual_seed(8)
+    cfg = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64,
+                                  vocab_size=64, max_position_embeddings=32)
+    model = transformers.BertModel(cfg).eval()
+    for layer in model.encoder.layer:
+        layer.intermediate.__class__ = Intermediate
+    ids = torch.randint(3, 64, (2, 8))
+    with torch.no_grad():
+        return {"hidden": torch.compile(model, backend=backend)(input_ids=ids).last_hidden_state}
+""",
+        zoo=True,
+    ),
 ]
 BY_BASE = {b.name: b for b in BASES}
 
@@ -549,15 +630,22 @@ def attack_pairs() -> list[Pair]:
     return pairs
 
 
+ZOO_EVERY = 10  # one generated pair in ZOO_EVERY is drawn in a zoo base (each costs ~20 s a pass: a real model)
+
+
 def generated_pairs(seed: int, n: int) -> list[Pair]:
     """`n` pairs drawn with `seed`, operator by operator in rounds (every operator once per round, in a shuffled
-    order), each with a base and values drawn without repetition until that operator's combinations are used up."""
+    order), each with a base and values drawn without repetition until that operator's combinations are used up.
+    Every ZOO_EVERY-th pair is drawn in a zoo base (Hugging Face models, in turn), the others in the small programs."""
     rng = random.Random(seed)
-    choices = {}
+    choices, zoo_choices = {}, {}
     for op in OPERATORS:
-        combos = [(base, values) for base in BASES if op.bases is None or base.name in op.bases for values in op.values]
+        applies = [base for base in BASES if op.bases is None or base.name in op.bases]
+        combos = [(base, values) for base in applies if not base.zoo for values in op.values]
         rng.shuffle(combos)
         choices[op.name] = combos
+        zoo_choices[op.name] = [base for base in applies if base.zoo]
+    zoo = [b for b in BASES if b.zoo]
     out: list[Pair] = []
     round_ = 0
     while len(out) < n:
@@ -566,10 +654,24 @@ def generated_pairs(seed: int, n: int) -> list[Pair]:
         for op in order:
             if len(out) == n:
                 break
-            combos = choices[op.name]
-            base, values = combos[round_ % len(combos)]
+            base, values = choices[op.name][round_ % len(choices[op.name])]
+            if len(out) % ZOO_EVERY == ZOO_EVERY - 1 and zoo_choices[op.name]:
+                wanted = zoo[(len(out) // ZOO_EVERY) % len(zoo)]
+                base = wanted if wanted in zoo_choices[op.name] else zoo_choices[op.name][0]
+                values = op.values[rng.randrange(len(op.values))]
             out.append(make_pair(op, base, values, f"g{seed}_{len(out)}"))
         round_ += 1
+    return out
+
+
+def pairs_in_bases(names: list[str]) -> list[Pair]:
+    """Every operator that applies in each named base, once, with its first values (a base's full sweep)."""
+    out = []
+    for name in names:
+        base = BY_BASE[name]
+        for op in OPERATORS:
+            if op.bases is None or name in op.bases:
+                out.append(make_pair(op, base, op.values[0], "s"))
     return out
 
 

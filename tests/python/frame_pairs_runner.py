@@ -198,11 +198,17 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--n", type=int, default=150)
     ap.add_argument("--attack", action="store_true", help="the fixed attack table (default without --seed)")
-    ap.add_argument("--only", default="", help="comma-separated pair names")
+    ap.add_argument("--only", default="", help="comma-separated pair names or operators")
+    ap.add_argument("--bases", default="", help="comma-separated bases: every operator once in each (a sweep)")
     ap.add_argument("--keep", default="")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
-    pairs = frame_pairs.generated_pairs(args.seed, args.n) if args.seed is not None else frame_pairs.attack_pairs()
+    if args.bases:
+        pairs = frame_pairs.pairs_in_bases(args.bases.split(","))
+    elif args.seed is not None:
+        pairs = frame_pairs.generated_pairs(args.seed, args.n)
+    else:
+        pairs = frame_pairs.attack_pairs()
     if args.only:
         wanted = set(args.only.split(","))
         pairs = [p for p in pairs if p.name in wanted or p.operator in wanted]

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from aotcache import _core, code_digest, compiler, counters, global_state, isa_probe, kernels, settings
+from aotcache import _core, code_digest, compiler, counters, default_backend, global_state, isa_probe, kernels, settings
 from aotcache.errors import Bypass
 from aotcache.frames import code_codec, content, dynamic_state, entry, guards, read_set, tags, verify
 from aotcache.storage import opened
@@ -267,6 +267,9 @@ def _backend_options(compiler_fn: Any) -> dict[str, Any] | None:
     mode, options = None, None
     fn = compiler_fn
     for _ in range(8):
+        routed = default_backend.routed_options(fn)  # torch.compile's default backend, routed by aotcache.enable()
+        if routed is not None:
+            return compiler.inductor_options(None, routed)
         if (
             getattr(fn, "__module__", None) == "aotcache.backend"
             and getattr(fn, "__name__", None) == "aotcache_backend"
@@ -541,7 +544,7 @@ def _verify(rec: _Recording, result: Any, served: dict[str, Any]) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fresh, _ = _candidate(rec, result)
+            fresh, _ = _candidate(rec, result, comparing=True)
             differences = verify.differences(served, fresh)
     except _Refused as r:
         differences = [f"Dynamo's trace is not a frame entry ({r.code}: {r})"]
@@ -566,13 +569,21 @@ def _record(rec: _Recording, result: Any, seconds: float) -> None:
     _persist(rec.frame, candidate, seconds)
 
 
-def _candidate(rec: _Recording, result: Any) -> tuple[dict[str, Any], Any]:
-    """The frame entry candidate of a trace, and the guard manager rebuilt from it. Raises _Refused."""
+# What the recorder refuses out of caution rather than because the trace cannot be described: the trace may have
+# read something no guard covers (an environment variable, an assume_constant_result value), perhaps only in an
+# inlining attempt Dynamo rolled back. The verifier still builds such a trace's candidate: whatever the trace baked in
+# shows in its code, guards or graph keys, which it compares with the served entry's.
+_CAUTIOUS = frozenset({"assume_constant_result", "environ"})
+
+
+def _candidate(rec: _Recording, result: Any, comparing: bool = False) -> tuple[dict[str, Any], Any]:
+    """The frame entry candidate of a trace, and the guard manager rebuilt from it. Raises _Refused. `comparing`
+    (the verifier) builds it despite the cautious refusals."""
     frame = rec.frame
     guarded = getattr(result, "guarded_code", None)
     if guarded is None:  # Dynamo skipped the frame (no graph, or it runs the frame as it is): nothing to replay
         raise _Refused("no_code", "Dynamo made no code for the frame")
-    if rec.refused is not None:
+    if rec.refused is not None and not (comparing and rec.refused.code in _CAUTIOUS):
         raise rec.refused
     if rec.guards_state is None or rec.output_graph is None:
         raise _Refused("guards", "Dynamo did not serialize the frame's guards")
@@ -604,6 +615,8 @@ def _candidate(rec: _Recording, result: Any) -> tuple[dict[str, Any], Any]:
     environ = _environ_codes()
     for code in output_graph.tracing_context.traced_code:
         if code in environ:
+            if comparing:
+                continue
             # Dynamo reads the value for real and guards nothing: which variable, the trace does not say.
             raise _Refused("environ", f"the trace read the environment ({code.co_qualname})")
         if content.code_digest(code) == frame_digest or code.co_name.startswith("torch_dynamo_resume_in_"):

@@ -6,7 +6,7 @@ guards by their description).
 
 Names that hold a process-wide counter are normalized first: Dynamo's builtins dict global
 (`__builtins_dict___<n>`), a resume function's `__name__` (`__resume_at_<offset>_<n>`) and a module global
-(`___module_<name>_<id>_c<n>`, by the module's id()) are numbered per process.
+(`___module_<name>_<id>_c<n>`, by the module's id() and a counter) are numbered per process.
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ from typing import Any
 from aotcache.frames import code_codec, entry, guards
 
 _COUNTED = re.compile(r"__builtins_dict___\d+")
-_MODULE_BY_ID = re.compile(r"(___module_\w+?)_\d+(_c\d+)")  # Dynamo names a module global by the module's id()
+# Dynamo names a module global by the module's id() and a per-process counter; the module is the name's other part
+# (and the global's description: kind module, by name), so both numbers go.
+_MODULE_BY_ID = re.compile(r"(___module_\w+?)_\d+_c\d+")
 
 
 def _normal(text: str) -> str:
-    return _MODULE_BY_ID.sub(r"\1_ID\2", _COUNTED.sub("__builtins_dict___N", text))
+    return _MODULE_BY_ID.sub(r"\1_ID_cN", _COUNTED.sub("__builtins_dict___N", text))
 
 
 def _code(spec: dict[str, Any]) -> tuple:
