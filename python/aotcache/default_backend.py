@@ -131,4 +131,6 @@ def _import_backend() -> None:
 def _import_failed(e: BaseException) -> None:
     from aotcache import counters
 
-    counters.warn_once("enable_import", "aotcache.enable(): cannot import the aotcache backend, compiling with inductor: %r", e)
+    counters.warn_once(
+        "enable_import", "aotcache.enable(): cannot import the aotcache backend, compiling with inductor: %r", e
+    )

@@ -112,9 +112,10 @@ Result<std::optional<std::string>> LocalStore::read_entry_file(const std::string
     // read: that needs a writable folder, which the folder check refuses, or the file's ownership.
     AOTCACHE_ASSIGN_OR_RETURN(auto st, fs_->stat_file(path));
     if (st.has_value() && st->foreign_writable) {
-      return Status::unauthenticated("unsigned entry file " + path +
-                                     " can be written by another user (its owner or mode): not loaded; make it yours and "
-                                     "chmod go-w it, or sign entries (AOTCACHE_SIGNING_KEY)");
+      return Status::unauthenticated(
+          "unsigned entry file " + path +
+          " can be written by another user (its owner or mode): not loaded; make it yours and "
+          "chmod go-w it, or sign entries (AOTCACHE_SIGNING_KEY)");
     }
   }
   return fs_->read_file(path);

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from conftest import assert_bitwise_equal
 
 HERE = Path(__file__).parent
@@ -45,7 +46,10 @@ def test_programs_under_the_launcher_and_the_environment_get_the_cache(tmp_path,
     process compiles nothing (every graph hit, every frame served), and every result equals the reference's."""
     cache = tmp_path / "cache"
     cold, warm, ref, off = (tmp_path / f"{n}.pt" for n in ("cold", "warm", "ref", "off"))
-    _run([str(EXE), "--dir", str(cache), "run", "--", *_worker("programs", cold)], _env(tmp_path / "unused", inductor_dir))
+    _run(
+        [str(EXE), "--dir", str(cache), "run", "--", *_worker("programs", cold)],
+        _env(tmp_path / "unused", inductor_dir),
+    )
     _run(_worker("programs", warm), _env(cache, inductor_dir, AOTCACHE_ENABLE="1"))
     _run(_worker("programs", ref), _env(cache, tmp_path / "ref-inductor"))
     _run(_worker("programs", off), _env(cache, inductor_dir, AOTCACHE_ENABLE="0"))

@@ -101,9 +101,10 @@ def test_a_symlinked_directory_is_judged_by_where_it_points(tmp_path):
 
 @pytest.mark.parametrize("mode", [0o666, 0o664, 0o646])
 def test_an_unsigned_entry_file_others_can_write_is_not_loaded(tmp_path, mode):
+    import random
+
     from aotcache import _core
     from store_worker import key_for, payload
-    import random
 
     store = _core.LocalStore.open(str(tmp_path / "c"))
     key = key_for(1)
