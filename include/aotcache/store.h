@@ -94,6 +94,10 @@ class LocalStore {
   // Like get, without side effects: OK for a valid entry, NotFound, Corruption, Unauthenticated or Unsupported.
   // For `verify`.
   Status check_entry(const std::string& key_hex);
+  // Marks an entry used for eviction without reading it (what get does after a hit): for an entry whose content a
+  // hit did not need, e.g. a symbolic graph's guard index when a frame serves one of its candidates. Best effort: OK
+  // when the entry is absent or the directory read-only; InvalidArgument for a malformed key.
+  Status mark_used(const std::string& key_hex);
   // The entry file's bytes, unverified (for export, which verifies them); nullopt when absent.
   Result<std::optional<std::string>> read_entry_file(const std::string& key_hex);
   // Atomic: a concurrent reader sees no entry or the whole entry. The data is written to a temp file first, then

@@ -56,6 +56,16 @@ def aotcache_backend(
 ) -> Callable[..., Any]:
     """Compiles `gm` like backend="inductor", through the cache. Registered as torch.compile(backend="aotcache")."""
     opts = compiler.inductor_options(mode, options)  # an unknown mode raises here, as it does under backend="inductor"
+    t0 = time.perf_counter()
+    try:
+        return _boundary(gm, example_inputs, opts)
+    finally:
+        from aotcache.frames import tags
+
+        tags.add_backend_seconds(time.perf_counter() - t0)
+
+
+def _boundary(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], opts: dict[str, Any]) -> Callable[..., Any]:
     req: CompileRequest | None = None
     try:
         with counters.batch() as batch:
@@ -80,7 +90,13 @@ def _tag(fn: Callable[..., Any], req: CompileRequest) -> None:
     try:
         from aotcache.frames import tags
 
-        tags.tag(fn, req.entry_key, single=compiler.returns_single(req.gm), input_sources=_input_sources(req.gm))
+        tags.tag(
+            fn,
+            req.entry_key,
+            single=compiler.returns_single(req.gm),
+            input_sources=_input_sources(req.gm),
+            index_key=req.index_key,
+        )
     except Exception as e:  # the frame is not recorded; the graph is served as always
         outcome.internal_error(req, e)
 

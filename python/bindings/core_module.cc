@@ -676,6 +676,15 @@ NB_MODULE(_core, m) {
           "The compile lock of `key` without waiting, or None when another holds it. Raises CacheIOError when "
           "the lock file cannot be created.")
       .def(
+          "mark_used",
+          [](LocalStore& s, const std::string& key) {
+            nb::gil_scoped_release release;
+            check(s.mark_used(key));
+          },
+          "key"_a,
+          "Marks the entry used for eviction without reading it (best effort: nothing when it is absent). Raises "
+          "CacheError for a malformed key.")
+      .def(
           "get",
           [](LocalStore& s, const std::string& key) -> std::optional<LoadedEntry> {
             std::optional<Entry> e;

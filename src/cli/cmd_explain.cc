@@ -16,7 +16,7 @@ int run_explain(const Invocation& inv) {
     auto key = resolve_key(*inv.store, pos[k]);
     if (!key.ok()) {
       *inv.err << "aotcache: " << key.status().to_string() << "\n";
-      return k_exit_failure;
+      return exit_code(key.status());
     }
     auto got = inv.store->peek(*key);  // inspecting must not mark it used
     if (!got.ok() || !got->has_value()) {
@@ -24,6 +24,14 @@ int run_explain(const Invocation& inv) {
       return k_exit_failure;
     }
     entries[k] = std::move(**got);
+  }
+  // A frame entry (Dynamo's code for one Python frame) and a graph entry (one compiled graph) have different key
+  // components altogether: no component diff says anything about them.
+  const std::string kinds[2] = {entry_kind(entries[0]), entry_kind(entries[1])};
+  if (kinds[0] != kinds[1]) {
+    *inv.out << "the two entries are of different kinds: A is a " << kinds[0] << " entry, B a " << kinds[1]
+             << " entry; their keys are made of different components (aotcache show KEY lists them)\n";
+    return k_exit_ok;
   }
   const auto diff = differing_components(entries[0].manifest, entries[1].manifest);
   if (diff.empty()) {

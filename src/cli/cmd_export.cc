@@ -29,7 +29,7 @@ int run_export(const Invocation& inv) {
       auto key = resolve_key(*inv.store, pos[k]);
       if (!key.ok()) {
         *inv.err << "aotcache: " << key.status().to_string() << "\n";
-        return key.status().code() == StatusCode::kInvalidArgument ? k_exit_usage : k_exit_failure;
+        return exit_code(key.status());
       }
       keys.push_back(*key);
     }

@@ -1,4 +1,5 @@
 // `aotcache rm KEY...` and `aotcache clear`: remove entries (counters stay).
+#include <algorithm>
 #include <ostream>
 
 #include "cli/commands.h"
@@ -18,7 +19,7 @@ int run_rm(const Invocation& inv) {
     Status s = key.ok() ? inv.store->remove(*key) : key.status();
     if (!s.ok()) {
       *inv.err << "aotcache: " << s.to_string() << "\n";
-      rc = k_exit_failure;
+      rc = std::max(rc, exit_code(s));
       continue;
     }
     *inv.out << "removed " << *key << "\n";

@@ -72,7 +72,7 @@ int run_show(const Invocation& inv) {
   auto key = resolve_key(*inv.store, pos[0]);
   if (!key.ok()) {
     *inv.err << "aotcache: " << key.status().to_string() << "\n";
-    return key.status().code() == StatusCode::kInvalidArgument ? k_exit_usage : k_exit_failure;
+    return exit_code(key.status());
   }
   auto got = inv.store->peek(*key);  // inspecting must not mark it used
   if (!got.ok() || !got->has_value()) {

@@ -30,6 +30,9 @@ struct Invocation {
   std::string bad_option(const std::vector<std::string>& flags, const std::vector<std::string>& valued) const;
 };
 
+// The exit code of a failed key resolution or operation: bad arguments (a malformed or ambiguous key) or failure.
+int exit_code(const Status& s);
+
 // A full key, or a unique prefix of one (at least 4 hex digits) that names exactly one entry.
 Result<std::string> resolve_key(LocalStore& store, const std::string& key_or_prefix);
 

@@ -45,6 +45,11 @@ std::string Invocation::bad_option(const std::vector<std::string>& flags,
   return "";
 }
 
+int exit_code(const Status& s) {
+  if (s.ok()) return k_exit_ok;
+  return s.code() == StatusCode::kInvalidArgument ? k_exit_usage : k_exit_failure;
+}
+
 Result<std::string> resolve_key(LocalStore& store, const std::string& key_or_prefix) {
   if (is_valid_key_hex(key_or_prefix)) return key_or_prefix;
   if (key_or_prefix.size() < 4 || key_or_prefix.size() > 64 ||

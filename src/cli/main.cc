@@ -1,4 +1,5 @@
 // The `aotcache` program: manage and inspect a cache directory. Turns Status into exit codes; nothing else does.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -118,6 +119,15 @@ int main(int argc, char** argv) {
     return aotcache::cli::k_exit_usage;
   }
   if (dir.empty()) dir = aotcache::default_cache_dir(env("AOTCACHE_DIR"), env("XDG_CACHE_HOME"), env("HOME"));
+  // Only import writes into a directory that is not there yet: inspecting or managing a mistyped path must say so,
+  // not create an empty cache there.
+  if (rest[0] != "import") {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      std::cerr << "aotcache: no cache directory at " << dir << "\n";
+      return aotcache::cli::k_exit_failure;
+    }
+  }
   // The CLI is an edge: the store's options come from the environment here, as the Python settings build them for
   // the backend (python/aotcache/settings.py).
   aotcache::StoreOptions options;

@@ -121,6 +121,12 @@ Result<std::optional<std::string>> LocalStore::read_entry_file(const std::string
   return fs_->read_file(path);
 }
 
+Status LocalStore::mark_used(const std::string& key_hex) {
+  if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
+  (void)fs_->touch(entry_path(key_hex));  // absent (touch ignores ENOENT) or read-only: nothing to keep fresh
+  return Status();
+}
+
 Result<bool> LocalStore::contains(const std::string& key_hex) {
   if (!is_valid_key_hex(key_hex)) return Status::invalid_argument("not a cache key: '" + key_hex + "'");
   AOTCACHE_ASSIGN_OR_RETURN(auto st, fs_->stat_file(entry_path(key_hex)));

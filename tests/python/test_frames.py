@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -104,6 +105,16 @@ def passes(tmp_path_factory) -> dict[str, dict[str, dict]]:
         for key in graph_keys(evicted):
             (evicted / "entries" / key[:2] / f"{key}.aotc").unlink()
         out["evicted"] = _run(tmp, "evicted", "aotcache", "v1", evicted, cases=FAULT_CASES)
+        # Every entry an hour old: a warm process that serves symbolic graphs through frames must mark their guard
+        # indexes used too, or eviction (oldest first) removes the index and keeps the graph.
+        aged = tmp / "cache-aged"
+        shutil.copytree(cache, aged)
+        hour_ago = time.time() - 3600
+        for path in (aged / "entries").rglob("*.aotc"):
+            os.utime(path, (hour_ago, hour_ago))
+        out["aged_at"] = time.time()
+        out["aged"] = _run(tmp, "aged", "aotcache", "v1", aged, cases=["dynamic_true", "automatic_dynamic"])
+        out["aged_cache"] = aged
     out["cache"] = cache
     out["guard_logs"] = {name: tmp / f"guards-{name}.jsonl" for name in ("warm", "fresh")}
     return out
@@ -191,6 +202,27 @@ def test_cli_lists_and_shows_frame_entries(passes):
     frame = next(e for e in entries if e["kind"] == "frame")
     shown = cli(passes["cache"], "show", frame["key"])
     assert "payload_kind   'aotcache.frame'" in shown and "frame_format" in shown, shown
+
+
+def test_a_frame_entry_counts_its_own_compile_time_not_its_graphs(passes):
+    """`ls` and the saved-time counters: a frame entry's compile_seconds is Dynamo's trace alone (each graph entry
+    carries its own compile); it used to include the graphs' compiles, counting them twice."""
+    entries = json.loads(cli(passes["cache"], "ls", "--json"))
+    frames = sum(e["compile_seconds"] for e in entries if e["kind"] == "frame")
+    graphs = sum(e["compile_seconds"] for e in entries if e["kind"] == "graph")
+    assert 0 < frames < 0.5 * graphs, (frames, graphs)
+
+
+def test_serving_a_symbolic_graph_marks_its_guard_index_used(passes):
+    """The warm process serves dynamic graphs through frames without reading their guard indexes; it must still mark
+    them used, or eviction takes the index (oldest) and keeps the graph, which then never hits with frames off."""
+    for case, row in passes["aged"].items():
+        assert _frames(row).get("hits", 0) >= 1 and not _frames(row).get("misses"), (case, _frames(row))
+    entries = json.loads(cli(passes["aged_cache"], "ls", "--json"))
+    indexes = [e for e in entries if e["kind"] == "guard-index"]
+    assert indexes, [e["kind"] for e in entries]
+    stale = [e["key"][:16] for e in indexes if e["mtime_unix"] < passes["aged_at"] - 5]
+    assert not stale, f"guard indexes not marked used by the warm process: {stale}"
 
 
 def test_loaded_guards_are_a_fresh_traces(passes):

@@ -115,6 +115,56 @@ def test_cli_prune_verify_and_errors(tmp_path):
         cli(cache_dir, "ls", "--sort", order)
 
 
+def test_cli_a_key_argument_gives_one_exit_code_whatever_the_command(tmp_path):
+    """A malformed or ambiguous key is a bad argument (2) and a key that names no entry a failure (1), from every
+    command that takes keys (explain said 1 where show said 2 for the same malformed key)."""
+    cache_dir = tmp_path / "cache"
+    store = _core.LocalStore.open(str(cache_dir))
+    sys.path.insert(0, str(WORKER.parent))
+    from store_worker import key_for, payload
+
+    store.put(key_for(0), payload(random.Random(4), 1000), {})
+    good = key_for(0).hex
+    nomatch = "abcd" if not good.startswith("abcd") else "dcba"
+    for bad, rc in (("zz", 2), (nomatch, 1)):
+        cli(cache_dir, "show", bad, expect_rc=rc)
+        cli(cache_dir, "explain", bad, good, expect_rc=rc)
+        cli(cache_dir, "explain", good, bad, expect_rc=rc)
+        cli(cache_dir, "rm", bad, expect_rc=rc)
+        cli(cache_dir, "export", str(tmp_path / "x.aotcar"), bad, expect_rc=rc)
+
+
+def test_cli_never_creates_a_missing_directory_except_to_import(tmp_path):
+    missing = tmp_path / "typo"
+    for args in (["stats"], ["stats", "--json"], ["ls"], ["show", "abcd"], ["verify"], ["prune"], ["clear"]):
+        exe = Path(sys.executable).parent / "aotcache"
+        proc = subprocess.run([str(exe), "--dir", str(missing), *args], capture_output=True, text=True)
+        assert proc.returncode == 1 and "no cache directory at" in proc.stderr, (args, proc.returncode, proc.stderr)
+        assert not missing.exists(), args
+    cache_dir = tmp_path / "cache"
+    store = _core.LocalStore.open(str(cache_dir))
+    sys.path.insert(0, str(WORKER.parent))
+    from store_worker import key_for, payload
+
+    store.put(key_for(0), payload(random.Random(5), 1000), {})
+    archive = tmp_path / "all.aotcar"
+    cli(cache_dir, "export", str(archive))
+    cli(missing, "import", str(archive))  # importing is what makes a new cache
+    assert json.loads(cli(missing, "ls", "--json"))[0]["key"] == key_for(0).hex
+
+
+def test_cli_explain_says_when_two_entries_are_of_different_kinds(tmp_path):
+    cache_dir = tmp_path / "cache"
+    store = _core.LocalStore.open(str(cache_dir))
+    sys.path.insert(0, str(WORKER.parent))
+    from store_worker import key_for, payload
+
+    store.put(key_for(0), payload(random.Random(6), 1000), {"payload_kind": "aotcache.frame"})
+    store.put(key_for(1), payload(random.Random(7), 1000), {"payload_kind": "inductor_aot_artifact"})
+    out = cli(cache_dir, "explain", key_for(0).hex, key_for(1).hex)
+    assert "different kinds: A is a frame entry, B a graph entry" in out and "(absent)" not in out, out
+
+
 def test_cli_dir_option_works_before_or_after_the_command(tmp_path):
     cache_dir = tmp_path / "cache"
     store = _core.LocalStore.open(str(cache_dir))

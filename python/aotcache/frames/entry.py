@@ -7,7 +7,7 @@ through the remote tier), with metadata `payload_kind` = KIND. Its payload is UT
     candidate = {
       "guards": base64 of Dynamo's pickled GuardsState (identity guards replaced by content guards, guards.py),
       "code": base64 of marshal(transformed code object) (Python version is in the key),
-      "globals": {name: {"kind": "graph", "key": hex, "single": bool}
+      "globals": {name: {"kind": "graph", "key": hex, "single": bool, "index"?: hex}
                       | {"kind": "function", "code": base64 marshal}         a resume function
                       | {"kind": "module", "name": module}                   an import alias
                       | {"kind": "builtins"}},                               Dynamo's builtins dict

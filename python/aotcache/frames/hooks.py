@@ -241,18 +241,20 @@ def _compile_frame(original: Any, signature: inspect.Signature, args: tuple, kwa
     if stack is None:
         stack = _state.recordings = []
     stack.append(rec)
-    t0 = time.perf_counter()
+    t0, graphs_t0 = time.perf_counter(), tags.backend_seconds()
     try:
         result = original(*args, **kwargs)
     finally:
         stack.pop()
+    # The frame's own compile time: Dynamo's trace, its graphs' compiles left out (their entries carry their own).
+    frame_seconds = time.perf_counter() - t0 - (tags.backend_seconds() - graphs_t0)
     if loaded is not None:
         _verify(rec, result, loaded[1])
         return result
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _record(rec, result, time.perf_counter() - t0)
+            _record(rec, result, max(frame_seconds, 0.0))
     except _Refused as r:
         _count({"frames.bypasses": 1, f"frames.bypass.{r.code}": 1}, frame)
         log.info("frame bypass reason=%s %s: %s", r.code, _name(frame.code), r)
@@ -507,6 +509,8 @@ def _global_value(frame: _Frame, spec: dict[str, Any], loaded: list[dict[str, in
         found = _read(frame, spec["key"])
         if found is None:
             return None
+        if spec.get("index"):  # its guard index stays as fresh as the candidate, or eviction takes it first
+            frame.tiers.local.mark_used(spec["index"])
         t0 = time.perf_counter()
         metadata = found.metadata if isinstance(found.metadata, dict) else {}
         with kernels.installed(found.kernels, frame.cfg.kernels) as delta:

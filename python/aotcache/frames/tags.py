@@ -8,15 +8,22 @@ import threading
 from typing import Any
 
 _lock = threading.Lock()
+_backend_time = threading.local()
 _tags: dict[int, tuple[Any, dict[str, Any], tuple | None]] = {}
 
 
-def tag(fn: Any, entry_key: str, single: bool, input_sources: tuple | None = None) -> None:
+def tag(
+    fn: Any, entry_key: str, single: bool, input_sources: tuple | None = None, index_key: str | None = None
+) -> None:
     """Remember that `fn` is the artifact of entry `entry_key` (`single`: unwrapped from a 1-tuple), compiled from a
-    graph whose placeholders Dynamo bound to `input_sources` (its Source objects; None when unknown). Holds `fn`, so
-    its id is not reused while the tag lives (Dynamo holds it as long anyway)."""
+    graph whose placeholders Dynamo bound to `input_sources` (its Source objects; None when unknown); `index_key`:
+    the guard index the entry is a candidate of (symbolic graphs). Holds `fn`, so its id is not reused while the tag
+    lives (Dynamo holds it as long anyway)."""
+    described = {"key": entry_key, "single": bool(single)}
+    if index_key is not None:
+        described["index"] = index_key
     with _lock:
-        _tags[id(fn)] = (fn, {"key": entry_key, "single": bool(single)}, input_sources)
+        _tags[id(fn)] = (fn, described, input_sources)
 
 
 def _found(fn: Any) -> tuple[Any, dict[str, Any], tuple | None] | None:
@@ -35,3 +42,13 @@ def input_sources(fn: Any) -> tuple | None:
     """The sources of the graph inputs of `fn` (this process only), or None when unknown."""
     found = _found(fn)
     return found[2] if found is not None else None
+
+
+def add_backend_seconds(seconds: float) -> None:
+    """The backend spent `seconds` on one graph (this thread): a frame's own compile time leaves its graphs' out."""
+    _backend_time.total = backend_seconds() + seconds
+
+
+def backend_seconds() -> float:
+    """Seconds this thread has spent in the aotcache backend so far."""
+    return getattr(_backend_time, "total", 0.0)

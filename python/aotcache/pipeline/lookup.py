@@ -142,6 +142,7 @@ def _choose_and_load(req: CompileRequest, keyed: Keyed, candidates: list[dict[st
         return found
     label = f"key={chosen['key'][:16]} guards={len(chosen['guards'])}"
     found.fn = _load(req, read.entry, label, guards=chosen["guards"], table=shapes.table)
+    req.index_key = keyed.key.hex
     return found
 
 

@@ -81,6 +81,7 @@ def _persist_guarded(req: CompileRequest, keyed: Keyed, compiled: Compiled, foun
             candidate_key, compiled.payload, _metadata(compiled), _serialized_graph(keyed), compiled.kernels
         )
         req.entry_key = candidate_key.hex
+        req.index_key = key.hex
         # Read-modify-write of the index (under the compile lock of this graph on this machine): the newest local
         # and remote candidates, plus ours. Writers on two machines at once may drop one candidate from the remote
         # index (a later guard miss re-adds it); never a wrong hit.

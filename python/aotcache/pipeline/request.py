@@ -38,6 +38,8 @@ class CompileRequest:
     entry_key: str | None = None
     """The key of the stored entry the returned callable is the artifact of (a hit's, a stored miss's): what a
     frame entry references (frames/)."""
+    index_key: str | None = None
+    """For a symbolic graph: the key of its guard index, which a frame serving `entry_key` keeps fresh for eviction."""
 
     @property
     def local(self) -> _core.LocalStore | None:
