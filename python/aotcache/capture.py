@@ -46,6 +46,11 @@ IGNORED_META = frozenset(
     }
 )
 _ELLIPSIS = _core.EllipsisTag()
+_FAKE = torch._subclasses.fake_tensor.FakeTensor
+# Plain tensors by their metadata. A FakeTensor input is one too: Dynamo's DDP optimizer (optimize_ddp, on by
+# default under DistributedDataParallel) hands each piece of the split graph to the backend with fake inputs; only
+# metadata is keyed, which a fake carries exactly.
+_PLAIN = (torch.Tensor, torch.nn.Parameter, _FAKE)
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
@@ -56,7 +61,7 @@ def _strip_torch(name: str) -> str:
 def tensor_meta(t: torch.Tensor, what: str, alias: dict[str, Any] | None = None) -> _core.TensorMeta:
     """Metadata of a plain tensor or parameter; a subclass or a symbolic size bypasses. `alias`: the input's alias
     fields when it shares its storage with another input (`_alias_fields`)."""
-    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+    if type(t) not in _PLAIN:
         raise Bypass("tensor_subclass", f"{what} is a {type(t).__module__}.{type(t).__qualname__}")
     if t.is_conj() or t.is_neg():
         raise Bypass("conj_or_neg_input", f"{what} carries a lazy conjugate or negation bit")
@@ -88,7 +93,7 @@ def storage_groups(inputs: Sequence[Any]) -> list[int]:
     nor is a tensor without a storage (sparse, opaque) or a subclass (it bypasses in `tensor_meta`)."""
     members: dict[int, list[int]] = {}  # storage identity -> its inputs, in order of first appearance
     for i, x in enumerate(inputs):
-        if type(x) not in (torch.Tensor, torch.nn.Parameter):
+        if type(x) not in _PLAIN:
             continue
         try:
             storage = x.untyped_storage()

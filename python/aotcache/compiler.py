@@ -134,7 +134,13 @@ def compile_serializable(
     """
     if torch.compiler.config.force_disable_caches:
         raise Bypass("torch_caches_disabled", "torch.compiler.config.force_disable_caches is set")
-    with _sandboxed_torch_caches(), _torch_serialization_allowed(gm):
+    if ddp_piece() and not options.get("keep_output_stride", inductor_config.keep_output_stride):
+        raise Bypass(
+            "ddp_output_strides",
+            "a DDP piece compiled without keep_output_stride: the next piece needs the strides only an AOTAutograd "
+            "compile in Dynamo's own context reports",
+        )
+    with _sandboxed_torch_caches(), _torch_serialization_allowed(gm), _ddp_piece_compiled_apart():
         # Static graphs: specialize on the example inputs in a fresh fake mode. The ambient tracing context would
         # re-fakify real inputs with new dynamic symbols (standalone_compile builds a new TracingContext without
         # Dynamo's tensor_to_context), compiling size-generic code and adding guards to Dynamo's shape env that make
@@ -154,6 +160,36 @@ def compile_serializable(
             bypass.compiled = artifact  # type: ignore[attr-defined]
             raise bypass from None
     return artifact, payload
+
+
+def ddp_piece() -> bool:
+    """Whether this compile is one piece of a graph Dynamo's DDP optimizer split at bucket boundaries
+    (`torch._dynamo.config.optimize_ddp`, on by default under DistributedDataParallel): the pieces come with fake
+    inputs, under Dynamo's TracingContext marked `fakify_first_call`."""
+    ctx = torch._guards.TracingContext.try_get()
+    return bool(
+        ctx is not None and getattr(ctx, "fakify_first_call", False) and getattr(ctx, "ddp_optimizer_ctx", None)
+    )
+
+
+@contextlib.contextmanager
+def _ddp_piece_compiled_apart() -> Iterator[None]:
+    """A DDP piece compiled here (in standalone_compile's own TracingContext) must not look to the DDP optimizer
+    like an AOTAutograd compile in Dynamo's context: it then expects that compile's forward metadata on the context
+    and fake outputs from a first call, which only such a compile provides. It reads that from AOTAutograd's compile
+    counter; left unchanged, it takes the path of any other backend and gets the piece's outputs by running the piece
+    on fake tensors, which are the compiled piece's outputs exactly while Inductor keeps eager's output strides
+    (`keep_output_stride`, required above)."""
+    if not ddp_piece():
+        yield
+        return
+    from torch._dynamo.utils import counters
+
+    before = counters["aot_autograd"]["total"]
+    try:
+        yield
+    finally:
+        counters["aot_autograd"]["total"] = before
 
 
 def load_serialized(

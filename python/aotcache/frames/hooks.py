@@ -38,7 +38,7 @@ import torch
 
 from aotcache import _core, code_digest, compiler, counters, default_backend, global_state, isa_probe, kernels, settings
 from aotcache.errors import Bypass
-from aotcache.frames import code_codec, content, dynamic_state, entry, guards, read_set, tags, verify
+from aotcache.frames import code_codec, content, ddp_split, dynamic_state, entry, guards, read_set, tags, verify
 from aotcache.storage import opened
 
 log = logging.getLogger("aotcache")
@@ -263,15 +263,22 @@ def _compile_frame(original: Any, signature: inspect.Signature, args: tuple, kwa
     return result
 
 
-def _backend_options(compiler_fn: Any) -> dict[str, Any] | None:
+def _backend_options(compiler_fn: Any, ddp: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The Inductor options of an aotcache compile (None when `compiler_fn` is not the aotcache backend): the
-    backend sits under Dynamo's wrappers (_TorchCompileWrapper holds mode and options)."""
+    backend sits under Dynamo's wrappers (_TorchCompileWrapper holds mode and options), and under the DDP optimizer
+    for a frame of a DistributedDataParallel module (its split layout is then put into `ddp`)."""
     mode, options = None, None
     fn = compiler_fn
     for _ in range(8):
         routed = default_backend.routed_options(fn)  # torch.compile's default backend, routed by aotcache.enable()
         if routed is not None:
             return compiler.inductor_options(None, routed)
+        optimizer = ddp_split.optimizer_of(fn)
+        if optimizer is not None:
+            if ddp is not None:
+                ddp.update(ddp_split.layout(optimizer))
+            fn = optimizer.backend_compile_fn
+            continue
         if (
             getattr(fn, "__module__", None) == "aotcache.backend"
             and getattr(fn, "__name__", None) == "aotcache_backend"
@@ -293,7 +300,8 @@ def _frame_of(arguments: dict[str, Any]) -> _Frame | None:
     cfg = settings.current()
     if not cfg.frames or not cfg.enabled or arguments.get("export"):
         return None
-    options = _backend_options(arguments.get("compiler_fn"))
+    ddp: dict[str, Any] = {}
+    options = _backend_options(arguments.get("compiler_fn"), ddp)
     if options is None:
         return None
     tiers = opened.tiers(cfg)
@@ -314,6 +322,8 @@ def _frame_of(arguments: dict[str, Any]) -> _Frame | None:
     config["frame"] = global_state.frame_config()
     config["frame"]["one_graph"] = bool(arguments.get("one_graph"))
     config["frame"]["closure"] = content.closure_kinds(arguments.get("closure"))
+    if ddp:  # split by the DDP optimizer: what decides the pieces (the graph decides the rest)
+        config["frame"]["ddp"] = ddp
     with isa_probe.remembered(cfg.cache_dir, cfg.isa_probe_memo) as probe:
         environment = global_state.environment()
     if probe.counters():
@@ -349,7 +359,10 @@ def _load(frame: _Frame, compile_id: Any) -> Any:
     for candidate in candidates:
         result, reason = _try_candidate(frame, candidate, compile_id)
         if result is not None:
-            graphs = sum(1 for spec in candidate["globals"].values() if spec["kind"] == "graph")
+            graphs = sum(
+                1 if spec["kind"] == "graph" else len(spec["pieces"]) if spec["kind"] == "split" else 0
+                for spec in candidate["globals"].values()
+            )
             _count({"frames.hits": 1, "frames.graphs": graphs}, frame)
             log.info(
                 "frame hit %s key=%s load=%.1fms",
@@ -502,30 +515,44 @@ def _reserve_unique_id(name: str) -> None:
         bytecode_transformation._unique_id_counter = itertools.count(max(current, int(number) + 1))
 
 
+def _load_graph(frame: _Frame, spec: dict[str, Any], loaded: list[dict[str, int]]) -> Any:
+    """The callable of one graph entry a frame references (None when it is gone); its counters (a hit) are appended
+    to `loaded`."""
+    found = _read(frame, spec["key"])
+    if found is None:
+        return None
+    if spec.get("index"):  # its guard index stays as fresh as the candidate, or eviction takes it first
+        frame.tiers.local.mark_used(spec["index"])
+    t0 = time.perf_counter()
+    metadata = found.metadata if isinstance(found.metadata, dict) else {}
+    with kernels.installed(found.kernels, frame.cfg.kernels) as delta:
+        fn = compiler.load_serialized(found.payload, metadata, frame.cfg.light_load)
+    # The graph is served from the cache: a hit, as if Dynamo had traced it and the backend had found it.
+    saved_us = int(1e6 * float(metadata.get("compile_seconds", 0.0)))
+    load_us = int(1e6 * (time.perf_counter() - t0))
+    loaded.append({**delta, "hits": 1, "bytes_read": len(found.payload), "load_us": load_us, "saved_us": saved_us})
+    if spec["single"]:
+        inner = fn
+
+        def fn(*args: Any) -> Any:
+            return inner(*args)[0]
+
+    return fn
+
+
 def _global_value(frame: _Frame, spec: dict[str, Any], loaded: list[dict[str, int]]) -> Any:
     """The value of one global the frame's bytecode reads; a graph's counters (a hit) are appended to `loaded`."""
     kind = spec["kind"]
     if kind == "graph":
-        found = _read(frame, spec["key"])
-        if found is None:
-            return None
-        if spec.get("index"):  # its guard index stays as fresh as the candidate, or eviction takes it first
-            frame.tiers.local.mark_used(spec["index"])
-        t0 = time.perf_counter()
-        metadata = found.metadata if isinstance(found.metadata, dict) else {}
-        with kernels.installed(found.kernels, frame.cfg.kernels) as delta:
-            fn = compiler.load_serialized(found.payload, metadata, frame.cfg.light_load)
-        # The graph is served from the cache: a hit, as if Dynamo had traced it and the backend had found it.
-        saved_us = int(1e6 * float(metadata.get("compile_seconds", 0.0)))
-        load_us = int(1e6 * (time.perf_counter() - t0))
-        loaded.append({**delta, "hits": 1, "bytes_read": len(found.payload), "load_us": load_us, "saved_us": saved_us})
-        if spec["single"]:
-            inner = fn
-
-            def fn(*args: Any) -> Any:
-                return inner(*args)[0]
-
-        return torch._dynamo.disable(fn, reason="do not trace Dynamo-compiled graph")
+        fn = _load_graph(frame, spec, loaded)
+        return None if fn is None else torch._dynamo.disable(fn, reason="do not trace Dynamo-compiled graph")
+    if kind == "split":
+        pieces = {}
+        for target, piece in spec["pieces"].items():
+            pieces[target] = _load_graph(frame, piece, loaded)
+            if pieces[target] is None:
+                return None
+        return torch._dynamo.disable(ddp_split.build(spec, pieces), reason="do not trace Dynamo-compiled graph")
     if kind == "function":
         code = _load_code(spec["code"])
         if spec.get("factory"):
@@ -598,8 +625,13 @@ def _candidate(rec: _Recording, result: Any, comparing: bool = False) -> tuple[d
     builtins_name = getattr(output_graph, "name_of_builtins_dict_key_in_fglobals", None)
     for name in sorted(output_graph.installed_globals):
         spec = _describe_global(name, frame.f_globals.get(name), builtins_name)
-        if spec["kind"] in ("graph", "function"):  # Dynamo's names hold a uuid or a process-wide counter
-            what = spec["key"] if spec["kind"] == "graph" else content.code_digest(spec["code_object"])
+        if spec["kind"] in ("graph", "function", "split"):  # Dynamo's names hold a uuid or a process-wide counter
+            if spec["kind"] == "graph":
+                what = spec["key"]
+            elif spec["kind"] == "split":
+                what = json.dumps(spec, sort_keys=True)
+            else:
+                what = content.code_digest(spec["code_object"])
             digest = hashlib.sha256(f"{frame.key.hex}:{spec['kind']}:{what}".encode()).hexdigest()
             renames[name] = f"__aotcache_{spec['kind']}_{digest[:24]}"
         specs[renames.get(name, name)] = spec
@@ -693,6 +725,12 @@ def _describe_global(name: str, value: Any, builtins_name: str | None) -> dict[s
     tagged = tags.lookup(innermost_fn(value)) if callable(value) else None
     if tagged is not None:
         return {"kind": "graph", **tagged}
+    split = ddp_split.split_module(value)
+    if split is not None:
+        try:
+            return {"kind": "split", **ddp_split.describe(split, lambda fn: tags.lookup(innermost_fn(fn)))}
+        except ddp_split.Unsupported as e:
+            raise _Refused("ddp_split", f"the DDP optimizer's split of {name}: {e}") from None
     if isinstance(value, types.FunctionType) and value.__code__.co_name.startswith("torch_dynamo_resume_in_"):
         return {"kind": "function", "name": value.__name__, "code_object": value.__code__}
     if isinstance(value, types.FunctionType) and value.__qualname__.endswith(
