@@ -102,7 +102,7 @@ def test_torchrun_ranks_get_the_cache(tmp_path, inductor_dir):
     cache = tmp_path / "cache"
     torchrun = str(Path(sys.executable).parent / "torchrun")
     for name in ("cold", "warm"):
-        argv = [str(EXE), "--dir", str(cache), "run", "--", torchrun, "--nproc_per_node=2", "--master_port=0"]
+        argv = [str(EXE), "--dir", str(cache), "run", "--", torchrun, "--standalone", "--nproc_per_node=2"]
         _run(argv + [str(HERE / "enable_worker.py"), "rank", str(tmp_path / name)], _env(tmp_path / "x", inductor_dir))
     for rank in (0, 1):
         c, w = (torch.load(tmp_path / f"{n}.{rank}") for n in ("cold", "warm"))

@@ -151,3 +151,27 @@ def test_the_verifier_leaves_out_names_numbered_per_process():
     assert verify._normal("___module_collections_1_c3") != verify._normal("___module_functools_1_c3")
     assert verify._normal("__builtins_dict___3") == verify._normal("__builtins_dict___17")
     assert verify._normal("lib_K") == "lib_K"
+
+
+def test_equal_code_in_two_modules_has_each_its_own_source(tmp_path, monkeypatch):
+    """Code objects compare equal across files (bytecode, names, constants; not the file): each must be attributed
+    to its own module and file digest. A memo keyed by equality gave the second module the first's, so an edit of
+    the second's file went unseen (the zoo pairs found it: the same helper text in two pair modules)."""
+    import importlib
+    import sys
+
+    from aotcache.frames import content
+
+    text = "def act(h, k=2.0):\n    return h * k\n"
+    (tmp_path / "eq_code_one.py").write_text(text)
+    (tmp_path / "eq_code_two.py").write_text(text + "# another file\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    one, two = importlib.import_module("eq_code_one"), importlib.import_module("eq_code_two")
+    try:
+        assert one.act.__code__ == two.act.__code__  # what makes an equality-keyed memo wrong
+        first, second = content.source_of(one.act.__code__), content.source_of(two.act.__code__)
+        assert first[0] == "eq_code_one" and second[0] == "eq_code_two", (first, second)
+        assert first[1] != second[1]
+    finally:
+        sys.modules.pop("eq_code_one", None)
+        sys.modules.pop("eq_code_two", None)

@@ -75,23 +75,35 @@ def module_digest(module_name: str) -> str:
 
 # source_of's answer for each code object, per process like the file digests it is made of: the frames of one
 # model inline the same functions again and again (gpt2:generate's three frames: 836 calls, 0.54 s without it).
-_sources_of: weakref.WeakKeyDictionary[types.CodeType, tuple[str, str] | str] = weakref.WeakKeyDictionary()
+# By identity, not by key equality: two code objects compare equal when their bytecode, names and constants do,
+# whatever file they come from (the same helper in two modules), and each must answer with its own module. A
+# WeakKeyDictionary (equality) did not: a frame inlining the second got the first's module and file digest, so an
+# edit of its own file went unseen (found by the zoo pairs: hf_llama_generate after hf_gpt2_train).
+_sources_of: dict[int, tuple[weakref.ref, tuple[str, str] | str]] = {}
 
 
 def source_of(code: types.CodeType) -> tuple[str, str]:
     """(module name, digest of its source file) of a code object Dynamo inlined. The code must be the module's
     as the file now reads: a code object built from other text (exec, a file edited after import) is refused
     (Unportable). Answered once per code object and process."""
-    known = _sources_of.get(code)
+    held = _sources_of.get(id(code))
+    known = held[1] if held is not None and held[0]() is code else None
     if known is None:
         try:
             known = _source_of(code)
         except Unportable as e:
             known = str(e)
-        _sources_of[code] = known
+        key = id(code)
+        _sources_of[key] = (weakref.ref(code, lambda _, key=key: _forget_source(key)), known)
     if isinstance(known, str):
         raise Unportable(known)
     return known
+
+
+def _forget_source(key: int) -> None:
+    held = _sources_of.get(key)
+    if held is not None and held[0]() is None:
+        del _sources_of[key]
 
 
 def _source_of(code: types.CodeType) -> tuple[str, str]:
