@@ -14,6 +14,7 @@ import torch
 
 from conftest import assert_bitwise_equal
 
+pytestmark = pytest.mark.timeout(1500)  # torchrun jobs of 2 and 4 ranks on 2 cores
 HERE = Path(__file__).parent
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 

@@ -16,6 +16,7 @@ import torch
 
 from conftest import assert_bitwise_equal
 
+pytestmark = pytest.mark.timeout(1500)  # fresh processes: the Trainer, torchrun
 HERE = Path(__file__).parent
 EXE = Path(sys.executable).parent / "aotcache"
 

@@ -13,6 +13,8 @@ import frame_pairs
 import frame_pairs_runner
 import pytest
 
+# The batched passes of 205 pairs, 14 of them on Hugging Face models: ~5 min idle, more beside another worker.
+pytestmark = pytest.mark.timeout(2400)
 SEED = int(os.environ.get("AOTCACHE_PAIRS_SEED", "20261205"))
 N_GENERATED = int(os.environ.get("AOTCACHE_PAIRS_N", "150"))
 
