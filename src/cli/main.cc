@@ -119,15 +119,6 @@ int main(int argc, char** argv) {
     return aotcache::cli::k_exit_usage;
   }
   if (dir.empty()) dir = aotcache::default_cache_dir(env("AOTCACHE_DIR"), env("XDG_CACHE_HOME"), env("HOME"));
-  // Only import writes into a directory that is not there yet: inspecting or managing a mistyped path must say so,
-  // not create an empty cache there.
-  if (rest[0] != "import") {
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      std::cerr << "aotcache: no cache directory at " << dir << "\n";
-      return aotcache::cli::k_exit_failure;
-    }
-  }
   // The CLI is an edge: the store's options come from the environment here, as the Python settings build them for
   // the backend (python/aotcache/settings.py).
   aotcache::StoreOptions options;
@@ -154,6 +145,15 @@ int main(int argc, char** argv) {
     return aotcache::cli::k_exit_usage;
   }
   options.signing = std::move(*keys);
+  // Only import writes into a directory that is not there yet: inspecting or managing a mistyped path must say so,
+  // not create an empty cache there. After the options: a malformed one is a usage error wherever DIR points.
+  if (rest[0] != "import") {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      std::cerr << "aotcache: no cache directory at " << dir << "\n";
+      return aotcache::cli::k_exit_failure;
+    }
+  }
   auto store = aotcache::LocalStore::open(dir, options);
   if (!store.ok()) {
     std::cerr << "aotcache: cannot open cache directory " << dir << ": " << store.status().to_string() << "\n";

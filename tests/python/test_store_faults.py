@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from aotcache import _core
+
 HERE = Path(__file__).parent
 
 
@@ -62,7 +64,7 @@ def _fill(directory: Path) -> None:
 def test_full_disk_compiles_counts_and_warns_once(tmpfs, inductor_dir):
     mnt = tmpfs(1 << 20)
     cache = mnt / "aotcache"
-    subprocess.run([str(Path(sys.executable).parent / "aotcache"), "--dir", str(cache), "stats"], check=True)
+    _core.LocalStore.open(str(cache))  # the store's layout, before the disk fills (the CLI never creates one)
     _fill(mnt)
     result = _run(cache, inductor_dir)
     assert result["ok"]
@@ -96,7 +98,7 @@ def test_read_only_directory_serves_hits_and_warns_once(tmpfs, inductor_dir):
 def test_read_only_directory_without_entries_compiles_and_warns_once(tmpfs, inductor_dir):
     mnt = tmpfs(64 << 20)
     cache = mnt / "aotcache"
-    subprocess.run([str(Path(sys.executable).parent / "aotcache"), "--dir", str(cache), "stats"], check=True)
+    _core.LocalStore.open(str(cache))  # the store's layout, before the disk fills (the CLI never creates one)
     subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
     result = _run(cache, inductor_dir)
     assert result["ok"] and result["stats"]["misses"] == 3
