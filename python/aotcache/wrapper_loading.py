@@ -26,7 +26,6 @@ against (`_TORCH_NAMES`). `AOTCACHE_LIGHT_LOAD=0` turns the path off.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import functools
 import json
@@ -155,23 +154,44 @@ class Bindings:
 
     def rewrite(self, source: str, path: str) -> tuple[types.CodeType, dict[str, Any]] | None:
         """(code, names to bind before running it) for a wrapper's source with the covered top-level imports left
-        out; None when the source has none of them."""
-        tree = ast.parse(source, path)
-        prebound: dict[str, Any] = {}
-        body = []
-        for stmt in tree.body:
-            if isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and len(stmt.names) == 1:
-                alias = stmt.names[0]
-                bound_as = alias.asname or alias.name
-                key = _REPLACED_IMPORTS.get((stmt.module or "", alias.name, bound_as))
-                if key is not None and key in self.values:
-                    prebound[bound_as] = self.values[key]
-                    continue
-            body.append(stmt)
-        if not prebound:
+        out; None when the source has none of them.
+
+        Without building a Python AST (an `ast.parse` of a 100 KB wrapper allocates enough objects to set off the
+        garbage collector, a full collection of the whole heap once in a while): each line that reads exactly as a
+        covered import becomes `del <marker>`, a name bound beforehand, and the module is compiled from text. A marker
+        missing from the module code's names was inside a string literal: that line is put back and the text compiled
+        again. Line numbers are kept; running the code removes the markers."""
+        found = [m for m in _IMPORT_LINE.finditer(source) if _covered(m) in self.values]
+        if not found or "__aotcache_import_" in source:
             return None
-        tree.body = body
-        return compile(tree, path, "exec", dont_inherit=True), prebound
+        while found:
+            parts, end = [], 0
+            for i, m in enumerate(found):
+                parts += [source[end : m.start()], f"del __aotcache_import_{i}__"]
+                end = m.end()
+            parts.append(source[end:])
+            code = compile("".join(parts), path, "exec", dont_inherit=True)
+            real = [m for i, m in enumerate(found) if f"__aotcache_import_{i}__" in code.co_names]
+            if len(real) == len(found):
+                prebound = {_bound_as(m): self.values[_covered(m)] for m in found}
+                prebound.update((f"__aotcache_import_{i}__", None) for i in range(len(found)))
+                return code, prebound
+            found = real
+        return None
+
+
+# A covered import as a line of its own, at the left margin: `from <module> import <name>[ as <bound>]`.
+_IMPORT_LINE = re.compile(
+    r"^from[ \t]+([\w.]+)[ \t]+import[ \t]+(\w+)(?:[ \t]+as[ \t]+(\w+))?[ \t]*$", re.MULTILINE
+)
+
+
+def _bound_as(m: re.Match[str]) -> str:
+    return m.group(3) or m.group(2)
+
+
+def _covered(m: re.Match[str]) -> str | None:
+    return _REPLACED_IMPORTS.get((m.group(1), m.group(2), _bound_as(m)))
 
 
 @functools.lru_cache(maxsize=8)
