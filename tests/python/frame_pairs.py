@@ -852,6 +852,48 @@ def run(backend):
 )
 
 
+# A graph break deep in an inlined call, in A only: Dynamo rolls the inlining attempt back and breaks at the
+# outermost call, in the wrapper's frame (as Hugging Face's `can_return_tuple` wraps every model's forward). B, whose
+# inner code does not break, inlines it all into the wrapper's frame: A's wrapper frame, whose final trace read only
+# the wrapper, must not be served to B (what decided the break was read by the attempt Dynamo rolled back).
+_BREAK_IN_INLINED_LIB = (
+    PRELUDE
+    + """
+BREAK = not B
+
+def inner(x):
+    h = torch.sin(x)
+    if BREAK:
+        torch._dynamo.graph_break()
+    return torch.cos(h) * 2
+"""
+)
+_BREAK_IN_INLINED = (
+    PRELUDE
+    + """
+import fp_break_inlined_lib as lib
+
+def returns_tuple(fn):
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return out
+    return wrapped
+
+@returns_tuple
+def outer(x):
+    return lib.inner(x + 1) - 1
+
+def setup():
+    return None
+
+def run(backend):
+    torch.manual_seed(0)
+    return {"out": torch.compile(outer, backend=backend)(torch.randn(4, 4))}
+"""
+)
+
+
 def special_pairs() -> list[Pair]:
     return [
         Pair("hf_gpt2_mlp_patched", {"fp_hf_gpt2": _HF_GPT2}, "fp_hf_gpt2", "class_method_patched", "hf_gpt2"),
@@ -874,4 +916,13 @@ def special_pairs() -> list[Pair]:
             "A recorded the training step first; B calls eval first, then trains: both frames served",
         ),
         Pair("nonleaf_input", {"fp_nonleaf_input": _NONLEAF_INPUT}, "fp_nonleaf_input", "none", "nonleaf_input"),
+        Pair(
+            "break_in_inlined_call",
+            {"fp_break_inlined": _BREAK_IN_INLINED, "fp_break_inlined_lib": _BREAK_IN_INLINED_LIB},
+            "fp_break_inlined",
+            "graph_break_decided_inside",
+            "break_in_inlined_call",
+            "A breaks the graph deep in an inlined call, B does not: A's wrapper frame must not be served to B",
+            observable=False,
+        ),
     ]

@@ -124,7 +124,9 @@ def test_payload_keeps_the_newest_candidates():
     with pytest.raises(ValueError):
         entry.decode(b'{"format": 1, "candidates": []}')  # format 1 had no read set: never served
     with pytest.raises(ValueError):
-        entry.decode(b'{"format": 3, "candidates": []}')
+        entry.decode(b'{"format": 2, "candidates": []}')  # format 2 had no rolled-back reads: never served
+    with pytest.raises(ValueError):
+        entry.decode(b'{"format": 4, "candidates": []}')
 
 
 class PlainConfig:

@@ -3,7 +3,7 @@
 A frame entry lives in the same store as graph entries (checksummed, signed when a key is set, evicted, shared
 through the remote tier), with metadata `payload_kind` = KIND. Its payload is UTF-8 JSON:
 
-    {"format": 2, "candidates": [candidate, ...]}          newest last, at most MAX_CANDIDATES
+    {"format": 3, "candidates": [candidate, ...]}          newest last, at most MAX_CANDIDATES
     candidate = {
       "guards": base64 of Dynamo's pickled GuardsState (identity guards replaced by content guards, guards.py),
       "code": base64 of marshal(transformed code object) (Python version is in the key),
@@ -15,6 +15,8 @@ through the remote tier), with metadata `payload_kind` = KIND. Its payload is UT
       "markings": {source name: {marking attribute: [dim, ...]}},            guarded tensors' mark_dynamic & co.
       "automatic_dynamic": {source name: state},                             dynamic_state.py
       "reads": [[source name, guard kind, content digest], ...],             read_set.py: what the trace read
+      "rolled_back_reads": [[source name, guard kind, content digest], ...], what the tracing attempts Dynamo
+                                                                             rolled back read (classes in full)
       "facts": {name: value},                                                read_set.facts: process-wide state
     }
     A load tries the candidates oldest first.
@@ -30,7 +32,8 @@ import json
 from typing import Any
 
 KIND = "aotcache.frame"
-FORMAT = 2  # 2: candidates carry "reads" and "facts" (read_set.py); a format-1 entry is never served
+# 2: candidates carry "reads" and "facts" (read_set.py); 3: and "rolled_back_reads". An older entry is never served.
+FORMAT = 3
 MAX_CANDIDATES = 16
 
 

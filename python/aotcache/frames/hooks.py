@@ -79,6 +79,10 @@ class _Recording:
     facts: dict[str, Any] = dataclasses.field(default_factory=dict)  # read_set.facts at the trace
     guard_names: set[str] = dataclasses.field(default_factory=set)  # the source names of every guard Dynamo built
     traced: list[str] = dataclasses.field(default_factory=list)  # read_set.traced_names of the trace
+    # The guards of each tracing attempt Dynamo rolled back (a graph break restarts the trace; one inside an inlined
+    # call makes the next attempt break at the outermost call): what decided the break was read there.
+    rolled_back: list[Any] = dataclasses.field(default_factory=list)
+    rolled_back_reads: list[list[str]] = dataclasses.field(default_factory=list)
     refused: _Refused | None = None
 
     def refuse(self, code: str, message: str) -> None:
@@ -181,6 +185,19 @@ def install() -> None:
 
         from torch._dynamo.variables import nn_module as dynamo_nn_module
 
+        from torch._dynamo import output_graph as dynamo_output_graph
+
+        tracer_output = getattr(dynamo_output_graph, "DynamoTracerOutput", None)
+        original_cleanup = getattr(tracer_output, "_cleanup_output_graph", None)
+
+        def _cleanup_output_graph(self: Any) -> Any:
+            # Called on the output of each attempt Dynamo abandons (RestartAnalysis), before it frees the graph.
+            rec = _recording()
+            failed = getattr(self, "output_graph_for_cleanup", None)
+            if rec is not None and failed is not None and getattr(self, "f_globals", None) is rec.frame.f_globals:
+                rec.rolled_back.append(list(failed.guards))
+            return original_cleanup(self)
+
         dynamo_functions.invoke_and_store_as_constant = invoke_and_store_as_constant
         if getattr(dynamo_nn_module, "invoke_and_store_as_constant", None) is original_constant:
             dynamo_nn_module.invoke_and_store_as_constant = invoke_and_store_as_constant
@@ -188,6 +205,8 @@ def install() -> None:
         dynamo_guards.GuardsStatePickler.reducer_override = reducer_override
         convert_frame.CheckFunctionManager = RecordingCheckFunctionManager
         dynamo_guards.CheckFunctionManager.serialize_guards = serialize_guards
+        if original_cleanup is not None:  # else every frame traced after a restart is refused (_serialize_recorded)
+            tracer_output._cleanup_output_graph = _cleanup_output_graph
         _installed = True
 
 
@@ -204,6 +223,16 @@ def _serialize_recorded(
     rec.traced = read_set.traced_names(live.tracing_context.traced_code)
     rec.reads = read_set.record(builder, sorted_guards, rec.traced)
     rec.guard_names = {g.name for g in sorted_guards if g.name}
+    context = torch._guards.CompileContext.try_get()
+    attempts = getattr(context, "attempt", 0) or 0
+    if attempts > len(rec.rolled_back):
+        raise _Refused("rolled_back_unseen", f"{attempts} tracing attempts rolled back, {len(rec.rolled_back)} seen")
+    if rec.rolled_back:
+        # Fingerprinted in full (no `traced` filter): the code the attempt was inlining when it broke never finished,
+        # so Dynamo's traced_code does not name it.
+        rolled = [g for attempt in rec.rolled_back for g in attempt]
+        rec.rolled_back_reads = read_set.record(builder, rolled, None, rolled_back=True)
+        rec.guard_names |= {row[0] for row in rec.rolled_back_reads}
     kept_stacks: dict[tuple, Any] = {}
     carried = [guards.without_stacks(guards.portable(builder, g), kept_stacks) for g in sorted_guards]
     carried.append(guards.storage_partition_guard(builder, live, rec.frame.f_globals))
@@ -431,8 +460,9 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
             from torch._dynamo.output_graph import get_builtins_dict
 
             extra[name] = get_builtins_dict(scope)
-    changed_read = read_set.changed(
-        candidate["reads"], frame.f_locals, {**scope, **extra} if extra else scope, candidate.get("traced")
+    view = {**scope, **extra} if extra else scope
+    changed_read = read_set.changed(candidate["reads"], frame.f_locals, view, candidate.get("traced")) or (
+        read_set.changed(candidate["rolled_back_reads"], frame.f_locals, view, None)
     )
     if changed_read is not None:
         log.debug("frame %s not served: %s", _name(frame.code), changed_read)
@@ -662,7 +692,9 @@ def _candidate(rec: _Recording, result: Any, comparing: bool = False) -> tuple[d
         except content.Unportable as e:
             raise _Refused("inlined_source", str(e)) from None
     manager = _check_loadable(frame, rec.guards_state, rec.markings)
-    unstable = read_set.changed(rec.reads, frame.f_locals, frame.f_globals, rec.traced)
+    unstable = read_set.changed(rec.reads, frame.f_locals, frame.f_globals, rec.traced) or read_set.changed(
+        rec.rolled_back_reads, frame.f_locals, frame.f_globals, None
+    )
     if unstable is not None:  # a content that differs from itself would never let the frame load
         raise _Refused("reads_unstable", f"the read set does not hold for the call traced: {unstable}")
     candidate = {
@@ -673,6 +705,7 @@ def _candidate(rec: _Recording, result: Any, comparing: bool = False) -> tuple[d
         "automatic_dynamic": dynamic_state.snapshot(frame.code, frame.closure),
         "markings": rec.markings,
         "reads": rec.reads,
+        "rolled_back_reads": rec.rolled_back_reads,
         "traced": rec.traced,
         "facts": rec.facts,
     }

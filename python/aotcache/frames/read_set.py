@@ -352,9 +352,13 @@ def traced_names(traced_code: Any) -> list[str]:
     return sorted({code.co_qualname for code in traced_code})
 
 
-def record(builder: Any, sorted_guards: Any, traced: list[str] | None = None) -> list[list[str]]:
+def record(
+    builder: Any, sorted_guards: Any, traced: list[str] | None = None, rolled_back: bool = False
+) -> list[list[str]]:
     """[[source name, guard kind, digest], ...] for every guard Dynamo built on a value it read through a source,
-    sorted; values evaluated by Dynamo's own builder in the recording process. `traced`: traced_names of the trace."""
+    sorted; values evaluated by Dynamo's own builder in the recording process. `traced`: traced_names of the trace.
+    `rolled_back`: the guards of a tracing attempt Dynamo abandoned; a source that names a global only that attempt
+    installed (and removed) cannot be read again, here or on load: left out."""
     fp = Fingerprints(frozenset(traced) if traced is not None else None)
     out = set()
     for guard in sorted_guards:
@@ -364,7 +368,13 @@ def record(builder: Any, sorted_guards: Any, traced: list[str] | None = None) ->
             continue
         if kind not in VALUE_KINDS | TYPE_KINDS | LENGTH_KINDS | KEYS_KINDS and not _is_global_tensor_guard(kind, name):
             continue
-        value = builder.get(guard)
+        if rolled_back:
+            try:
+                value = builder.get(guard)
+            except Exception:
+                continue
+        else:
+            value = builder.get(guard)
         reading = fp.digest(value) if kind == "TENSOR_MATCH" else _reading(kind, value, fp)
         if reading is not None:
             out.add((name, kind, reading))

@@ -98,6 +98,10 @@ def differences(served: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
     rb = {(_normal(r[0]), *r[1:]) for r in fresh.get("reads", [])}
     if ra != rb:
         out.append(f"read set (served only: {sorted(ra - rb)[:5]}, traced only: {sorted(rb - ra)[:5]})")
+    ra = {(_normal(r[0]), *r[1:]) for r in served.get("rolled_back_reads", [])}
+    rb = {(_normal(r[0]), *r[1:]) for r in fresh.get("rolled_back_reads", [])}
+    if ra != rb:
+        out.append(f"rolled-back read set (served only: {sorted(ra - rb)[:5]}, traced only: {sorted(rb - ra)[:5]})")
     if served.get("facts") != fresh.get("facts"):
         out.append(f"facts {served.get('facts')} != {fresh.get('facts')}")
     ga, gb = _guard_set(served["guards"]), _guard_set(fresh["guards"])
