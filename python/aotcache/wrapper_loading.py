@@ -181,9 +181,7 @@ class Bindings:
 
 
 # A covered import as a line of its own, at the left margin: `from <module> import <name>[ as <bound>]`.
-_IMPORT_LINE = re.compile(
-    r"^from[ \t]+([\w.]+)[ \t]+import[ \t]+(\w+)(?:[ \t]+as[ \t]+(\w+))?[ \t]*$", re.MULTILINE
-)
+_IMPORT_LINE = re.compile(r"^from[ \t]+([\w.]+)[ \t]+import[ \t]+(\w+)(?:[ \t]+as[ \t]+(\w+))?[ \t]*$", re.MULTILINE)
 
 
 def _bound_as(m: re.Match[str]) -> str:

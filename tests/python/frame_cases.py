@@ -277,6 +277,34 @@ def registry_order(variant: bool) -> dict[str, torch.Tensor]:
     return {"out": _compile(_registered)(torch.randn(4))}
 
 
+BREAK_INSIDE = True
+
+
+def _inner_breaks(x):
+    h = torch.sin(x) * len(x.shape)  # a builtin read in the attempt Dynamo rolls back
+    if BREAK_INSIDE:
+        torch._dynamo.graph_break()
+        return torch.cos(h) + 1
+    return torch.cos(h) + 2
+
+
+def _wrapping(fn):
+    def wrapped(x):
+        return fn(x) * 2
+
+    return wrapped
+
+
+def break_in_inlined_call(variant: bool) -> dict[str, torch.Tensor]:
+    """A graph break inside an inlined call: the wrapper's frame is traced after a rolled-back attempt, and what that
+    attempt read (the helper, the flag, `len` through Dynamo's builtins dict) must hold again in a fresh process.
+    The variant's helper does not break: the wrapper's frame then inlines it (traced again)."""
+    global BREAK_INSIDE
+    BREAK_INSIDE = not variant
+    torch.manual_seed(18)
+    return {"out": _compile(_wrapping(_inner_breaks))(torch.randn(3, 5))}
+
+
 CASES = {
     f.__name__: f
     for f in (
@@ -298,6 +326,7 @@ CASES = {
         train_then_eval,
         dict_subclass_input,
         registry_order,
+        break_in_inlined_call,
     )
 }
 MUST_RETRACE = {
@@ -307,4 +336,5 @@ MUST_RETRACE = {
     "monkeypatched_function",
     "config_changed",
     "registry_order",
+    "break_in_inlined_call",
 }

@@ -143,7 +143,9 @@ def test_rewrite_allocates_no_syntax_tree(inductor_loaded):
     import gc
 
     # A wrapper's shape: kernels as long string literals, one `call` of many statements.
-    kernels = "".join(f"k{i} = async_compile(r'''\n" + "    out[i] = in[i] * 2.0f;\n" * 200 + "''')\n" for i in range(20))
+    kernels = "".join(
+        f"k{i} = async_compile(r'''\n" + "    out[i] = in[i] * 2.0f;\n" * 200 + "''')\n" for i in range(20)
+    )
     call = "def call(args):\n" + "".join(f"    buf{i} = extern_kernels.mm(args[0], args[1])\n" for i in range(3000))
     source = _SOURCE + kernels + call
     bindings = Bindings({"extern_kernels": ExternKernels(mm=torch.mm), "align": lambda n: n + 1})

@@ -10,6 +10,10 @@
   (guards.py). A frame whose guards cannot be serialized in full is not recorded (counted with the reason).
 - `GuardsStatePickler.reducer_override`: while a frame is recorded, a function under a functools.wraps decorator is
   pickled by the decorated name and its `__wrapped__` depth (Dynamo's pickler leaves it out).
+- `invoke_and_store_as_constant` (assume_constant_result): a trace that calls one is not recorded.
+- `DynamoTracerOutput._cleanup_output_graph`: the guards of each tracing attempt Dynamo rolls back (a graph break
+  restarts the trace) are kept for the frame's `rolled_back_reads`; without this hook, a frame traced after a
+  restart is not recorded.
 
 Every failure of ours is a fallback to Dynamo's own path, counted `frames.internal_error.<phase>`; counters
 `frames.hits`, `frames.misses`, `frames.recorded`, `frames.bypass.<reason>`.
@@ -120,7 +124,7 @@ def _log_guards(how: str, code: types.CodeType, guard_set: Any) -> None:
 
 # ---- installation ---------------------------------------------------------------------------------------------------
 def install() -> None:
-    """Wraps the four Dynamo internals, once per process."""
+    """Wraps the Dynamo internals above, once per process."""
     global _installed
     with _install_lock:
         if _installed:
@@ -183,9 +187,8 @@ def install() -> None:
                 rec.refuse("assume_constant_result", f"{getattr(fn, '__qualname__', fn)} is assume_constant_result")
             return original_constant(tx, fn, name, *args, **kwargs)
 
-        from torch._dynamo.variables import nn_module as dynamo_nn_module
-
         from torch._dynamo import output_graph as dynamo_output_graph
+        from torch._dynamo.variables import nn_module as dynamo_nn_module
 
         tracer_output = getattr(dynamo_output_graph, "DynamoTracerOutput", None)
         original_cleanup = getattr(tracer_output, "_cleanup_output_graph", None)
@@ -231,7 +234,9 @@ def _serialize_recorded(
         # Fingerprinted in full (no `traced` filter): the code the attempt was inlining when it broke never finished,
         # so Dynamo's traced_code does not name it.
         rolled = [g for attempt in rec.rolled_back for g in attempt]
-        rec.rolled_back_reads = read_set.record(builder, rolled, None, rolled_back=True)
+        final = {tuple(row) for row in rec.reads}  # a row the final read set has is checked there
+        rows = read_set.record(builder, rolled, None, rolled_back=True)
+        rec.rolled_back_reads = [row for row in rows if tuple(row) not in final]
         rec.guard_names |= {row[0] for row in rec.rolled_back_reads}
     kept_stacks: dict[tuple, Any] = {}
     carried = [guards.without_stacks(guards.portable(builder, g), kept_stacks) for g in sorted_guards]
@@ -461,9 +466,9 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
 
             extra[name] = get_builtins_dict(scope)
     view = {**scope, **extra} if extra else scope
-    changed_read = read_set.changed(candidate["reads"], frame.f_locals, view, candidate.get("traced")) or (
-        read_set.changed(candidate["rolled_back_reads"], frame.f_locals, view, None)
-    )
+    changed_read = read_set.changed(
+        candidate["reads"], frame.f_locals, view, candidate.get("traced")
+    ) or read_set.rolled_back_changed(candidate["rolled_back_reads"], frame.f_locals, view)
     if changed_read is not None:
         log.debug("frame %s not served: %s", _name(frame.code), changed_read)
         return None, "reads_changed"
@@ -531,7 +536,22 @@ def _resume_factory(code: types.CodeType, f_globals: dict[str, Any], name: str) 
     def make(closure: tuple[types.CellType, ...]) -> types.FunctionType:
         return types.FunctionType(code, f_globals, name, None, closure)
 
-    return make
+    # Dynamo's own factory lies in its skipped files; this one would be traced as a frame of its own when the served
+    # code calls it (a miss, and a frame that cannot be recorded): its code is skipped the same way.
+    if _skip_code(make.__code__):
+        return make
+    return torch._dynamo.disable(make, reason="aotcache's resume function factory")
+
+
+@functools.cache
+def _skip_code(code: types.CodeType) -> bool:
+    try:
+        from torch._dynamo.eval_frame import skip_code
+
+        skip_code(code)
+        return True
+    except Exception:
+        return False
 
 
 def _reserve_unique_id(name: str) -> None:
@@ -692,8 +712,8 @@ def _candidate(rec: _Recording, result: Any, comparing: bool = False) -> tuple[d
         except content.Unportable as e:
             raise _Refused("inlined_source", str(e)) from None
     manager = _check_loadable(frame, rec.guards_state, rec.markings)
-    unstable = read_set.changed(rec.reads, frame.f_locals, frame.f_globals, rec.traced) or read_set.changed(
-        rec.rolled_back_reads, frame.f_locals, frame.f_globals, None
+    unstable = read_set.changed(rec.reads, frame.f_locals, frame.f_globals, rec.traced) or read_set.rolled_back_changed(
+        rec.rolled_back_reads, frame.f_locals, frame.f_globals
     )
     if unstable is not None:  # a content that differs from itself would never let the frame load
         raise _Refused("reads_unstable", f"the read set does not hold for the call traced: {unstable}")

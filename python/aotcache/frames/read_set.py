@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import sys
 import types
 from typing import Any
@@ -352,6 +353,20 @@ def traced_names(traced_code: Any) -> list[str]:
     return sorted({code.co_qualname for code in traced_code})
 
 
+# Dynamo's builtins dict is installed in the module's globals under a per-trace name (`__builtins_dict___3`); a
+# rolled-back attempt's may not be the final trace's, nor exist in a loading process. Its reads name this instead,
+# which `view` binds to the frame's builtins dict for the check.
+BUILTINS_VIEW = "__aotcache_builtins__"
+_BUILTINS_DICT = re.compile(r"G\['__builtins_dict___\d+'\]")
+
+
+def view(f_globals: dict[str, Any]) -> dict[str, Any]:
+    """The frame's globals with BUILTINS_VIEW bound, to check rolled-back reads on (a copy: nothing is installed)."""
+    from torch._dynamo.output_graph import get_builtins_dict
+
+    return {**f_globals, BUILTINS_VIEW: get_builtins_dict(f_globals)}
+
+
 def record(
     builder: Any, sorted_guards: Any, traced: list[str] | None = None, rolled_back: bool = False
 ) -> list[list[str]]:
@@ -377,7 +392,7 @@ def record(
             value = builder.get(guard)
         reading = fp.digest(value) if kind == "TENSOR_MATCH" else _reading(kind, value, fp)
         if reading is not None:
-            out.add((name, kind, reading))
+            out.add((_BUILTINS_DICT.sub(f"G[{BUILTINS_VIEW!r}]", name) if rolled_back else name, kind, reading))
     return [list(row) for row in sorted(out)]
 
 
@@ -398,6 +413,11 @@ def changed(
         if now != reading:
             return f"{name} ({kind}) reads other content"
     return None
+
+
+def rolled_back_changed(reads: list[list[str]], f_locals: Any, f_globals: dict[str, Any]) -> str | None:
+    """changed() for a candidate's rolled_back_reads: classes in full, the builtins dict through BUILTINS_VIEW."""
+    return changed(reads, f_locals, view(f_globals), None) if reads else None
 
 
 def facts_changed(recorded: dict[str, Any]) -> str | None:
