@@ -8,8 +8,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
+import aotcache
 from aotcache.frames import read_set
 
 
@@ -175,3 +177,70 @@ def test_equal_code_in_two_modules_has_each_its_own_source(tmp_path, monkeypatch
     finally:
         sys.modules.pop("eq_code_one", None)
         sys.modules.pop("eq_code_two", None)
+
+
+def _helper_that_breaks(x):
+    h = torch.sin(x)
+    torch._dynamo.graph_break()
+    return torch.cos(h)
+
+
+def _calls_helper(x):
+    return _helper_that_breaks(x + 1) * 2
+
+
+@pytest.fixture(autouse=True)
+def _settings_restored():
+    yield
+    from aotcache import settings
+
+    settings.reset()
+    torch._dynamo.reset()
+
+
+def _frame_counters() -> dict:
+    return dict(aotcache.stats().get("frames", {}))
+
+
+def _compile_in_fresh_dynamo(tmp_path) -> dict:
+    aotcache.configure(cache_dir=str(tmp_path), frames=True)
+    torch._dynamo.reset()
+    before = _frame_counters()
+    torch.compile(_calls_helper, backend="aotcache")(torch.randn(4))
+    after = _frame_counters()
+    return {k: after.get(k, 0) - before.get(k, 0) for k in after}
+
+
+def test_a_break_in_an_inlined_call_carries_the_rolled_back_reads(tmp_path):
+    """The outer frame is traced twice: the first attempt inlines the helper and breaks inside it, the second breaks
+    at the call. The recorded candidate carries what the first attempt read (the helper, its globals)."""
+    from aotcache.frames import hooks
+
+    recorded = []
+    original = hooks._persist
+    try:
+        hooks._persist = lambda frame, candidate, seconds: recorded.append((frame.code.co_name, candidate))
+        _compile_in_fresh_dynamo(tmp_path)
+    finally:
+        hooks._persist = original
+    outer = [c for name, c in recorded if name == "_calls_helper"]
+    assert len(outer) == 1
+    rows = outer[0]["rolled_back_reads"]
+    # The helper's body was read only by the attempt Dynamo rolled back (the helper itself, read by both, is checked
+    # through the final read set).
+    assert ["G['torch'].sin", "BUILTIN_MATCH"] in [row[:2] for row in rows], rows
+    assert ["G['_helper_that_breaks']", "CLOSURE_MATCH"] in [row[:2] for row in outer[0]["reads"]]
+    assert not any("__builtins_dict___" in name for name, _, _ in rows), rows  # named through the view
+
+
+def test_rolled_back_attempts_it_did_not_see_keep_the_frame_out(tmp_path, monkeypatch):
+    """Without the hook on Dynamo's rolled-back attempts (a torch that renamed it), a frame traced after a restart
+    is not recorded: nothing would say what decided the break."""
+    from torch._dynamo.output_graph import DynamoTracerOutput
+
+    aotcache.configure(cache_dir=str(tmp_path), frames=True)  # installs the hooks
+    hook = DynamoTracerOutput._cleanup_output_graph
+    monkeypatch.setattr(DynamoTracerOutput, "_cleanup_output_graph", hook._aotcache_replaces)
+    delta = _compile_in_fresh_dynamo(tmp_path)
+    assert delta.get("bypass.rolled_back_unseen", 0) >= 1, delta
+    assert delta.get("recorded", 0) == 2, delta  # the two resume functions, traced without a restart

@@ -209,6 +209,7 @@ def install() -> None:
         convert_frame.CheckFunctionManager = RecordingCheckFunctionManager
         dynamo_guards.CheckFunctionManager.serialize_guards = serialize_guards
         if original_cleanup is not None:  # else every frame traced after a restart is refused (_serialize_recorded)
+            _cleanup_output_graph._aotcache_replaces = original_cleanup  # type: ignore[attr-defined]
             tracer_output._cleanup_output_graph = _cleanup_output_graph
         _installed = True
 
