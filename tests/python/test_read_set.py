@@ -151,6 +151,8 @@ def test_the_verifier_leaves_out_names_numbered_per_process():
     )
     assert verify._normal("___module_collections_1_c18") == verify._normal("___module_collections_2_c22")
     assert verify._normal("___module_collections_1_c3") != verify._normal("___module_functools_1_c3")
+    # Other globals installed by id have an empty prefix (a zoo sweep's bert pair: `G['_140644341737296_c585'].Tensor`).
+    assert verify._normal("G['_140644341737296_c585'].Tensor") == verify._normal("G['_140111808538848_c631'].Tensor")
     assert verify._normal("__builtins_dict___3") == verify._normal("__builtins_dict___17")
     assert verify._normal("lib_K") == "lib_K"
 

@@ -19,13 +19,14 @@ from typing import Any
 from aotcache.frames import code_codec, entry, guards
 
 _COUNTED = re.compile(r"__builtins_dict___\d+")
-# Dynamo names a module global by the module's id() and a per-process counter; the module is the name's other part
-# (and the global's description: kind module, by name), so both numbers go.
-_MODULE_BY_ID = re.compile(r"(___module_\w+?)_\d+_c\d+")
+# Dynamo names a global it installs by id (install_global_by_id: `<prefix>_<id()>_c<compile number>`, the prefix
+# `___module_<m>` for a module, empty for others); what it holds is the global's description (kind module, by name),
+# compared apart, so both numbers go.
+_BY_ID = re.compile(r"_\d+_c\d+(?!\w)")
 
 
 def _normal(text: str) -> str:
-    return _MODULE_BY_ID.sub(r"\1_ID_cN", _COUNTED.sub("__builtins_dict___N", text))
+    return _BY_ID.sub("_ID_cN", _COUNTED.sub("__builtins_dict___N", text))
 
 
 def _code(spec: dict[str, Any]) -> tuple:
