@@ -15,6 +15,10 @@
   restarts the trace) are kept for the frame's `rolled_back_reads`; without this hook, a frame traced after a
   restart is not recorded.
 
+The internals are looked up, and checked for the shape the hooks need, before any is replaced: on a torch that lacks
+one, none is installed, the frame cache is off for the process with one WARNING naming it (`unavailable`), and the
+graph cache works as always (tests/python/test_torch_internals.py removes each in turn).
+
 Every failure of ours is a fallback to Dynamo's own path, counted `frames.internal_error.<phase>`; counters
 `frames.hits`, `frames.misses`, `frames.recorded`, `frames.bypass.<reason>`.
 """
@@ -49,6 +53,7 @@ log = logging.getLogger("aotcache")
 
 _state = threading.local()
 _installed = False
+unavailable: str | None = None  # why the hooks could not be installed (the frame cache is then off), once tried
 _install_lock = threading.Lock()
 _warned: set[tuple[str, str]] = set()
 
@@ -124,19 +129,40 @@ def _log_guards(how: str, code: types.CodeType, guard_set: Any) -> None:
 
 # ---- installation ---------------------------------------------------------------------------------------------------
 def install() -> None:
-    """Wraps the Dynamo internals above, once per process."""
-    global _installed
+    """Wraps the Dynamo internals above, once per process; where this torch lacks one, none (frames stay off)."""
+    global _installed, unavailable
     with _install_lock:
         if _installed:
             return
-        from torch._dynamo import convert_frame
-        from torch._dynamo import guards as dynamo_guards
+        try:
+            # Every internal looked up before any is replaced: a torch that renamed one leaves all of them as they are.
+            from torch._dynamo import convert_frame
+            from torch._dynamo import guards as dynamo_guards
+            from torch._dynamo import output_graph as dynamo_output_graph
+            from torch._dynamo.variables import functions as dynamo_functions
+            from torch._dynamo.variables import nn_module as dynamo_nn_module
 
-        original_compile = convert_frame._compile
-        signature = inspect.signature(original_compile)
-        original_cfm = convert_frame.CheckFunctionManager
-        original_serialize = dynamo_guards.CheckFunctionManager.serialize_guards
-        original_reduce = dynamo_guards.GuardsStatePickler.reducer_override
+            original_compile = convert_frame._compile
+            signature = inspect.signature(original_compile)
+            missing = {"code", "globals", "locals", "compiler_fn"} - set(signature.parameters)
+            if missing:
+                raise AttributeError(f"convert_frame._compile takes no {sorted(missing)}")
+            original_cfm = convert_frame.CheckFunctionManager
+            if not isinstance(original_cfm, type):  # subclassed below
+                raise TypeError("convert_frame.CheckFunctionManager is not a class")
+            original_serialize = dynamo_guards.CheckFunctionManager.serialize_guards
+            original_reduce = dynamo_guards.GuardsStatePickler.reducer_override
+            original_constant = dynamo_functions.invoke_and_store_as_constant
+        except Exception as e:
+            unavailable = f"{type(e).__name__}: {e}"
+            _installed = True  # once: the frame cache stays off in this process, the graph cache works as always
+            log.warning(
+                "aotcache: the frame cache is off: this torch (%s) lacks a Dynamo internal it hooks (%s); compiled "
+                "graphs are still cached",
+                torch.__version__,
+                unavailable,
+            )
+            return
 
         def _compile(*args: Any, **kwargs: Any) -> Any:
             return _compile_frame(original_compile, signature, args, kwargs)
@@ -176,19 +202,12 @@ def install() -> None:
                 return reduced
             return guards.drop_unguarded_grad(self, original_reduce(self, obj))
 
-        from torch._dynamo.variables import functions as dynamo_functions
-
-        original_constant = dynamo_functions.invoke_and_store_as_constant
-
         def invoke_and_store_as_constant(tx: Any, fn: Any, name: str, *args: Any, **kwargs: Any) -> Any:
             rec = _recording()
             if rec is not None:
                 # The result is baked into the graph and no guard checks it: another process's call may differ.
                 rec.refuse("assume_constant_result", f"{getattr(fn, '__qualname__', fn)} is assume_constant_result")
             return original_constant(tx, fn, name, *args, **kwargs)
-
-        from torch._dynamo import output_graph as dynamo_output_graph
-        from torch._dynamo.variables import nn_module as dynamo_nn_module
 
         tracer_output = getattr(dynamo_output_graph, "DynamoTracerOutput", None)
         original_cleanup = getattr(tracer_output, "_cleanup_output_graph", None)
