@@ -51,7 +51,7 @@ test-cpp: build-cpp
 # run a second time with frames off, except the frame cache's own suites and those that never compile through
 # aotcache (the bench report's arithmetic, the wrapper-loading checks against torch's loader).
 BOTH_MODES_INSIDE := test_adversarial.py test_variant_bank.py test_zoo.py
-RUN_ONCE          := test_ddp.py test_enable.py test_frames.py test_frame_pairs.py test_frame_entry_format.py test_bench_report.py test_wrapper_loading.py
+RUN_ONCE          := test_ddp.py test_enable.py test_frames.py test_frame_pairs.py test_frame_entry_format.py test_bench_report.py test_wrapper_loading.py test_torch_internals.py
 FRAMES_OFF_SUITES ?= $(filter-out $(addprefix tests/python/,$(BOTH_MODES_INSIDE) $(RUN_ONCE)),$(sort $(wildcard tests/python/test_*.py)))
 test-python: install
 	$(PY) -m pytest -q $(PYTEST_FLAGS)
