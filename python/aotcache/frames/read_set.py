@@ -383,13 +383,12 @@ def record(
             continue
         if kind not in VALUE_KINDS | TYPE_KINDS | LENGTH_KINDS | KEYS_KINDS and not _is_global_tensor_guard(kind, name):
             continue
-        if rolled_back:
-            try:
-                value = builder.get(guard)
-            except Exception:
-                continue
-        else:
+        try:
             value = builder.get(guard)
+        except Exception:
+            if not rolled_back:
+                raise
+            continue
         reading = fp.digest(value) if kind == "TENSOR_MATCH" else _reading(kind, value, fp)
         if reading is not None:
             out.add((_BUILTINS_DICT.sub(f"G[{BUILTINS_VIEW!r}]", name) if rolled_back else name, kind, reading))

@@ -95,14 +95,11 @@ def differences(served: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
     sa, sb = set(map(tuple, served["sources"])), set(map(tuple, fresh["sources"]))
     if sa != sb:
         out.append(f"inlined sources (served only: {sorted(sa - sb)}, traced only: {sorted(sb - sa)})")
-    ra = {(_normal(r[0]), *r[1:]) for r in served.get("reads", [])}
-    rb = {(_normal(r[0]), *r[1:]) for r in fresh.get("reads", [])}
-    if ra != rb:
-        out.append(f"read set (served only: {sorted(ra - rb)[:5]}, traced only: {sorted(rb - ra)[:5]})")
-    ra = {(_normal(r[0]), *r[1:]) for r in served.get("rolled_back_reads", [])}
-    rb = {(_normal(r[0]), *r[1:]) for r in fresh.get("rolled_back_reads", [])}
-    if ra != rb:
-        out.append(f"rolled-back read set (served only: {sorted(ra - rb)[:5]}, traced only: {sorted(rb - ra)[:5]})")
+    for field, what in (("reads", "read set"), ("rolled_back_reads", "rolled-back read set")):
+        ra = {(_normal(r[0]), *r[1:]) for r in served.get(field, [])}
+        rb = {(_normal(r[0]), *r[1:]) for r in fresh.get(field, [])}
+        if ra != rb:
+            out.append(f"{what} (served only: {sorted(ra - rb)[:5]}, traced only: {sorted(rb - ra)[:5]})")
     if served.get("facts") != fresh.get("facts"):
         out.append(f"facts {served.get('facts')} != {fresh.get('facts')}")
     ga, gb = _guard_set(served["guards"]), _guard_set(fresh["guards"])
