@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from aotcache import compiler, counters, settings, single_flight
+from aotcache import compiler, counters, settings, single_flight, tensorify
 from aotcache.errors import Bypass
 from aotcache.pipeline import compiling, keying, lookup, outcome, persist
 from aotcache.pipeline.request import CompileRequest
@@ -134,11 +134,13 @@ def _run(req: CompileRequest, batch: counters.Batch) -> Callable[..., Any]:
         return _bypassed(req, Bypass("store_unavailable", cfg.cache_dir))
 
     found = _find(req, keyed)
+    if found.restart is not None:
+        _replay_restart(req, keyed, found)
     if found.fn is not None:
         return found.fn
     # A miss: compile once. When another process is compiling this key, wait for its entry (single_flight.py).
     req.enter("wait")
-    static = keyed.symbolic is None
+    static = keyed.symbolic is None and keyed.floats is None  # the entry of the key ends a wait
     claim = single_flight.Claim()
     if found.writable:
         try:
@@ -148,6 +150,8 @@ def _run(req: CompileRequest, batch: counters.Batch) -> Callable[..., Any]:
     try:
         if claim.look_again:  # another process compiled this graph meanwhile (for a symbolic one: maybe these sizes)
             again = _find(req, keyed)
+            if again.restart is not None:
+                _replay_restart(req, keyed, again)
             if again.fn is not None:
                 if claim.waited:
                     counters.record({"wait.hits": 1}, req.local)
@@ -166,9 +170,25 @@ def _find(req: CompileRequest, keyed) -> lookup.Found:
         return lookup.Found()
 
 
+def _replay_restart(req: CompileRequest, keyed, found: lookup.Found) -> None:
+    """Raises the restart a stored decision says this graph's compile raises (tensorify.py), its floats marked."""
+    req.enter("tensorify_replay")
+    error = keyed.floats.replay(found.restart)
+    saved = found.restart_entry.metadata.get("compile_seconds", 0.0) if found.restart_entry is not None else 0.0
+    counters.record({"tensorify.replayed": 1, "saved_us": int(float(saved) * 1e6)}, req.local)
+    log.info("tensorify restart replayed, marking %s", found.restart["specialize"])
+    raise _TorchRaised(error)
+
+
 def _compile_and_persist(req: CompileRequest, keyed, found: lookup.Found) -> Callable[..., Any]:
     try:
         compiled = compiling.compile_for_cache(req, keyed)
+    except tensorify.Restart as r:  # Dynamo traces the frame again with the floats marked, as under inductor
+        try:
+            persist.persist_restart(req, keyed, r)
+        except Exception as e:
+            outcome.internal_error(req, e)
+        raise _TorchRaised(r.error) from None
     except Bypass as b:
         if getattr(b, "compiled", None) is None:
             return _bypassed(req, b)

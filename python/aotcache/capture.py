@@ -259,7 +259,13 @@ class _ArgNormalizer:
     def knows_symbols(self, symbols: set) -> bool:
         """Whether every size symbol is one of the graph inputs' (a size computed from data, e.g. a value read with
         item(), is not: no guard over the inputs can say when the compile holds)."""
-        return not symbols or (self._table is not None and set(symbols) <= set(self._table.symbols))
+        return not symbols or (self._table is not None and self._table.knows(symbols))
+
+    def symbolic_float(self, value: torch.SymFloat, node: torch.fx.Node) -> str:
+        """The canonical text of a node's symbolic float value (over the inputs' float and size symbols)."""
+        if self._table is None:
+            raise Bypass("dynamic_shapes", f"node {node.name} computes a symbolic float of no graph input")
+        return self._table.render_scalar(value)
 
     def __call__(self, value: Any, node: torch.fx.Node) -> Any:
         """`node` is the node whose arguments are being normalized: named in a bypass."""
@@ -312,10 +318,13 @@ def _semantic_meta(node: torch.fx.Node, normalize: _ArgNormalizer) -> dict[str, 
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
     value = node.meta.get("example_value")
+    symbolic_float = None
     if isinstance(value, torch.SymFloat):
-        # A Python float made symbolic (dynamic=True turns float arguments such as LayerNorm's eps into tensor
-        # inputs read back with item()): torch's serializable compile cannot trace it (DataDependentOutputException).
-        raise Bypass("dynamic_shapes", f"node {node.name} computes a symbolic float")
+        # A Python float made symbolic (an LR scheduler's learning rate; under dynamic=True every float argument, such
+        # as LayerNorm's eps) reaches the graph as a 0-d tensor input read back with item(). Its value is keyed as the
+        # expression over the inputs' float symbols, or as the constant Dynamo already specialized it to
+        # (tensorify.py): the two compile differently.
+        symbolic_float = normalize.symbolic_float(value, node)
     if "unbacked_bindings" in node.meta or (
         isinstance(value, (torch.SymInt, torch.SymBool))
         and (free_unbacked_symbols(value) or not normalize.knows_symbols(value.node.expr.free_symbols))
@@ -326,9 +335,10 @@ def _semantic_meta(node: torch.fx.Node, normalize: _ArgNormalizer) -> dict[str, 
     if not _KNOWN_META.issuperset(node.meta):
         unknown = sorted(node.meta.keys() - _KNOWN_META)
         raise Bypass("unknown_node_meta", f"node {node.name} carries node meta {unknown} that aotcache does not know")
-    if _SEMANTIC_META_SET.isdisjoint(node.meta):
-        return None
-    return {k: normalize(node.meta[k], node) for k in SEMANTIC_META if k in node.meta}
+    meta = {k: normalize(node.meta[k], node) for k in SEMANTIC_META if k in node.meta}
+    if symbolic_float is not None:
+        meta["symbolic_float"] = symbolic_float
+    return meta or None
 
 
 # GraphModule.meta that Dynamo sets for its own bookkeeping: names, ids. Any other key (cudagraph_annotation, ...)

@@ -162,6 +162,24 @@ def compile_serializable(
     return artifact, payload
 
 
+def backend_fakes(example_inputs: Sequence[Any]) -> list[Any]:
+    """The inputs as compile_fx fakifies them in Dynamo's backend context: each real tensor through the backend's
+    fake mode with the symbolic context and source Dynamo traced it with. A float input gets back its symbolic
+    `item()` that way (its memo lives on that fake only); Dynamo's placeholder fakes belong to the tracing fake mode,
+    and re-fakified from them it would read as data-dependent."""
+    ctx = torch._guards.TracingContext.get()
+    mode = ctx.fake_mode
+    out: list[Any] = []
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor) and not isinstance(x, torch._subclasses.FakeTensor):
+            context = ctx.tensor_to_context.get(x)
+            source = context.tensor_source if context is not None else None
+            out.append(mode.from_tensor(x, symbolic_context=context, source=source))
+        else:
+            out.append(x)
+    return out
+
+
 def ddp_piece() -> bool:
     """Whether this compile is one piece of a graph Dynamo's DDP optimizer split at bucket boundaries
     (`torch._dynamo.config.optimize_ddp`, on by default under DistributedDataParallel): the pieces come with fake

@@ -118,6 +118,10 @@ def snapshot() -> dict[str, Any]:
     # The frame cache (frames/): frames served without tracing, looked up but traced (by reason), recorded, not
     # frame-cacheable (by reason), and its own faults (Dynamo traced the frame).
     out["frames"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("frames.")}
+    # Symbolic floats (tensorify.py): Inductor's tensorify restarts recorded by a compile, replayed from a record
+    # instead of compiling, and restarts that could not be recorded. None of them is a hit, miss or bypass: Dynamo
+    # counts no graph for an attempt it restarts.
+    out["tensorify"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("tensorify.")}
     return out
 
 

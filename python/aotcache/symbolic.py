@@ -24,23 +24,58 @@ class SymbolTable:
     def __init__(self) -> None:
         self.symbols: list[sympy.Symbol] = []  # Dynamo's symbols, in canonical order
         self._canonical: dict[sympy.Symbol, sympy.Symbol] = {}
+        self.float_symbols: list[sympy.Symbol] = []  # Dynamo's float symbols of the inputs (tensorify.py), canonical
+        self._float_canonical: dict[sympy.Symbol, sympy.Symbol] = {}
         self.shape_env: Any = None
 
     def __bool__(self) -> bool:
+        """Whether the graph has symbolic sizes (float symbols alone do not make guards to select on)."""
         return bool(self.symbols)
+
+    def _same_env(self, shape_env: Any, what: str) -> None:
+        if self.shape_env is None:
+            self.shape_env = shape_env
+        elif shape_env is not self.shape_env:
+            raise Bypass("dynamic_shapes", f"{what} belongs to another ShapeEnv")
 
     def add(self, value: torch.SymInt, what: str) -> None:
         node = value.node
-        if self.shape_env is None:
-            self.shape_env = node.shape_env
-        elif node.shape_env is not self.shape_env:
-            raise Bypass("dynamic_shapes", f"{what} belongs to another ShapeEnv")
+        self._same_env(node.shape_env, what)
         for sym in sorted(node.expr.free_symbols, key=lambda s: str(node.expr).find(str(s))):
             if sym not in self._canonical:
                 if not str(sym).startswith("s"):  # unbacked (u0) or other kinds: no hint to evaluate guards on
                     raise Bypass("dynamic_shapes", f"{what} uses the unbacked symbol {sym}")
                 self._canonical[sym] = sympy.Symbol(f"s{len(self.symbols)}", integer=True)
                 self.symbols.append(sym)
+
+    def add_float(self, value: torch.SymFloat, what: str) -> None:
+        """A float input: Dynamo's 0-d float64 tensor whose `item()` is the backed float symbol `value` was made
+        from (its `_expr`, before any specialization replaced it). Canonical names f0, f1, ... by first appearance."""
+        node = value.node
+        self._same_env(node.shape_env, what)
+        sym = node._expr
+        env = node.shape_env
+        values = env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val
+        if not (isinstance(sym, sympy.Symbol) and is_float_symbol(sym) and sym in values):
+            raise Bypass("dynamic_shapes", f"{what} is a float of no backed symbol ({sym})")
+        if sym not in self._float_canonical:
+            self._float_canonical[sym] = sympy.Symbol(f"f{len(self.float_symbols)}", real=True)
+            self.float_symbols.append(sym)
+
+    def render_scalar(self, value: Any) -> str:
+        """The canonical text of a SymFloat/SymInt/SymBool or sympy expression over size and float symbols, each
+        float constant written exactly (`float.hex`: sympy prints 15 digits, which two floats can share)."""
+        expr = value.node.expr if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) else value
+        expr = sympy.sympify(expr)
+        missing = expr.free_symbols - self._canonical.keys() - self._float_canonical.keys()
+        if missing:
+            raise Bypass("dynamic_shapes", f"expression {expr} uses symbols {sorted(map(str, missing))} of no input")
+        exact = {a: sympy.Symbol(f"float({float(a).hex()})") for a in expr.atoms(sympy.Float)}
+        return str(expr.xreplace({**self._canonical, **self._float_canonical, **exact}))
+
+    def knows(self, symbols: set) -> bool:
+        """Whether every symbol is one of the graph inputs' sizes or floats."""
+        return set(symbols) <= (self._canonical.keys() | self._float_canonical.keys())
 
     def render(self, value: Any) -> str:
         """The canonical text of a SymInt, sympy expression or int."""
@@ -67,16 +102,34 @@ class SymbolTable:
         return int(values[sym])
 
 
+def is_float_symbol(sym: Any) -> bool:
+    from torch.utils._sympy.symbol import SymT, symbol_is_type
+
+    return isinstance(sym, sympy.Symbol) and symbol_is_type(sym, SymT.FLOAT)
+
+
+def placeholder_values(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any] | None:
+    """The placeholders' fake example values (Dynamo's), or None when they do not match the inputs one to one."""
+    values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    return values if len(values) == len(example_inputs) else None
+
+
 def symbolic_placeholders(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[Any] | None:
-    """Placeholders' fake example values when the graph has symbolic sizes, else None (a static graph)."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    values = [n.meta.get("example_value") for n in placeholders]
-    if len(values) != len(example_inputs):
+    """Placeholders' fake example values when the graph has symbolic sizes or float inputs, else None (a static
+    graph)."""
+    values = placeholder_values(gm, example_inputs)
+    if values is None:
         return None
     symbolic = any(isinstance(x, torch.SymInt) for x in example_inputs) or any(
-        isinstance(v, torch.Tensor) and _is_symbolic_tensor(v) for v in values
+        isinstance(v, torch.Tensor) and (_is_symbolic_tensor(v) or _float_memo(v) is not None) for v in values
     )
     return values if symbolic else None
+
+
+def _float_memo(v: torch.Tensor) -> torch.SymFloat | None:
+    """The symbolic float a Dynamo float input stands for (its memoized `item()`), else None."""
+    memo = getattr(v, "item_memo", None)
+    return memo if isinstance(memo, torch.SymFloat) else None
 
 
 def _is_symbolic_tensor(t: torch.Tensor) -> bool:
@@ -92,6 +145,9 @@ def build_table(fakes: Sequence[Any]) -> SymbolTable:
             for d in (*v.shape, *v.stride(), v.storage_offset()):
                 if isinstance(d, torch.SymInt):
                     table.add(d, f"input {i}")
+            memo = _float_memo(v)
+            if memo is not None:
+                table.add_float(memo, f"input {i}")
         elif isinstance(v, (torch.SymFloat, torch.SymBool)):
             raise Bypass("dynamic_shapes", f"input {i} is a symbolic {type(v).__name__}")
     return table
@@ -143,10 +199,17 @@ def _has_infinity(expr: Any) -> bool:
     )
 
 
-def compile_guards(table: SymbolTable) -> list[str]:
+def compile_guards(
+    table: SymbolTable, float_guarded: set[int] | None = None, keyed_float_guards: frozenset[str] = frozenset()
+) -> list[str]:
     """The guards the ShapeEnv holds on the graph's symbols after a compile, canonical text, in a stable order:
     every guard whose symbols are all inputs' (what Dynamo traced under and what the compile assumed), then each
-    symbol's value range (0/1 specialization gives `2 <= s0`; compiles may narrow it)."""
+    symbol's value range (0/1 specialization gives `2 <= s0`; compiles may narrow it).
+
+    Guards are integer arithmetic (docs/guard-format.md). A guard on a float input's value (`Eq(2.0*zf77, 6.0)`:
+    the compile baked the value in) raises Bypass, unless `float_guarded` is given and the guard is over float inputs
+    alone: the canonical index of each such float is added to it (tensorify.py keys the entry by their values).
+    Guards in `keyed_float_guards` (canonical text: Dynamo's own, made while tracing and keyed) are skipped."""
     env = table.shape_env
     guards: list[str] = []
     seen: set[str] = set()
@@ -154,6 +217,18 @@ def compile_guards(table: SymbolTable) -> list[str]:
     for g in env.guards:
         expr = env.simplify(g.expr)  # applies replacements: a symbol found equal to an input's is renamed to it
         if expr is sympy.true or not expr.free_symbols:
+            continue
+        floats = [table.float_symbols.index(s) for s in expr.free_symbols if s in table._float_canonical]
+        if floats:
+            if table.render_scalar(expr) in keyed_float_guards:
+                continue
+            if float_guarded is None or not all(s in table._float_canonical for s in expr.free_symbols):
+                raise Bypass("dynamic_shapes", f"a guard ({expr}) on a symbolic float input")
+            float_guarded.update(floats)
+            continue
+        if all(is_float_symbol(s) for s in expr.free_symbols):
+            # Dynamo's own guard on a float it specialized (`Eq(zf41, 1.0e-5)`): the graph holds the constant, not
+            # the symbol, and the frame's guards check it.
             continue
         if not expr.free_symbols <= wanted:
             # The compile assumed something about a size no input carries: the guards could not be checked.

@@ -802,6 +802,30 @@ def dyn_python_float_returned(backend: str) -> dict:
     return out
 
 
+def dyn_float_guarded_in_code(backend: str) -> dict:
+    # A symbolic float the traced code branches on: Dynamo guards its sign (keyed with the graph), the compile adds
+    # no guard of its own, so one entry serves every positive value.
+    def f(x, c):
+        if c > 0:
+            return x * c + 1
+        return x - c
+
+    g = torch.compile(f, backend=backend)
+    x = _randn(4, 4, seed=0)
+    return {f"y{c}": g(x, c) for c in (2.0, 3.0, -1.5, 2.5, -0.5)}
+
+
+def dyn_float_in_size(backend: str) -> dict:
+    # A float that decides a size (interpolate's scale_factor): Inductor's tensorify pass cannot keep it symbolic and
+    # restarts Dynamo with it specialized; the restart is recorded cold and replayed warm.
+    def f(x, s):
+        return F.interpolate(x, scale_factor=s, mode="nearest") * 2
+
+    g = torch.compile(f, backend=backend)
+    x = _randn(1, 2, 8, seed=0)
+    return {f"y{s}": g(x, s) for s in (2.0, 3.0, 1.5)}
+
+
 def closure_tensor_values(backend: str) -> dict:
     # Closed-over tensors of one shape but different values: inputs of the graph, or constants by content.
     def make(w):
@@ -1037,6 +1061,27 @@ def _lr_scheduler_case(tensor_lr: bool) -> Callable[[str], dict]:
         return out
 
     return run
+
+
+def opt_adamw_cosine_schedule(backend: str) -> dict:
+    # nanoGPT's loop: AdamW with weight decay, a cosine LR schedule, a compiled step. The learning rate becomes a
+    # symbolic float (with `1 - lr * weight_decay` computed from it) from the second step on.
+    torch.manual_seed(29)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 4))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+    step = torch.compile(opt.step, backend=backend)
+    x, target = _randn(16, 8, seed=1), _randn(16, 4, seed=2)
+    out: dict[str, Any] = {}
+    for i in range(5):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), target)
+        loss.backward()
+        step()
+        sched.step()
+        out[f"loss{i}"] = _c(loss)
+    out.update(_params(model))
+    return out
 
 
 def module_forward_hook(backend: str) -> dict:
@@ -1455,9 +1500,12 @@ CASES: list[Case] = [
     Case("dyn_mark_dynamic_bounds", dyn_mark_dynamic_bounds),
     Case("dyn_automatic_sizes", dyn_automatic_sizes),
     Case("dyn_automatic_python_int", dyn_automatic_python_int),
-    # Dynamo passes a changing float as a 0-d tensor and calls `item` on it: a symbolic float (documented bypass)
-    Case("dyn_automatic_python_float", dyn_automatic_python_float, ("bypass", "dynamic_shapes")),
-    Case("dyn_python_float_returned", dyn_python_float_returned, ("bypass", "dynamic_shapes")),
+    # Dynamo passes a changing float as a 0-d tensor and calls `item` on it: a symbolic float (tensorify.py). Generic
+    # in the value; guarded on it by the compile (keyed by the value); guarded by the traced code; restarting.
+    Case("dyn_automatic_python_float", dyn_automatic_python_float),
+    Case("dyn_python_float_returned", dyn_python_float_returned),
+    Case("dyn_float_guarded_in_code", dyn_float_guarded_in_code),
+    Case("dyn_float_in_size", dyn_float_in_size),
     Case("dyn_mark_unbacked", dyn_mark_unbacked, ("bypass", "dynamic_shapes")),
     Case("dyn_cond_shape_predicate", dyn_cond_shape_predicate),
     Case("dyn_true_train", dyn_true_train),
@@ -1487,13 +1535,9 @@ CASES: list[Case] = [
     ),
     Case("opt_adam", _optimizer_case(lambda p: torch.optim.Adam(p, lr=0.01)), eager_tol=_OPT_TOL),
     Case("opt_adamw", _optimizer_case(lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1)), eager_tol=_OPT_TOL),
-    # a float lr that the scheduler changes: Dynamo's recompiled step computes a symbolic float (documented bypass)
-    Case(
-        "opt_adam_lr_scheduler",
-        _lr_scheduler_case(tensor_lr=False),
-        ("bypass", "dynamic_shapes"),
-        eager_tol=_OPT_TOL,
-    ),
+    # a float lr that the scheduler changes: Dynamo's recompiled step computes a symbolic float (tensorify.py)
+    Case("opt_adam_lr_scheduler", _lr_scheduler_case(tensor_lr=False), eager_tol=_OPT_TOL),
+    Case("opt_adamw_cosine_schedule", opt_adamw_cosine_schedule, eager_tol=_OPT_TOL),
     Case("opt_adam_tensor_lr_scheduler", _lr_scheduler_case(tensor_lr=True), eager_tol=_OPT_TOL),
     Case("opt_two_optimizers_interleaved", opt_two_optimizers_interleaved, eager_tol=_OPT_TOL),
     Case("opt_resume_from_state_dict", opt_resume_from_state_dict, eager_tol=_OPT_TOL),

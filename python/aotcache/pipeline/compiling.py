@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from aotcache import compiler, counters, kernels
+from aotcache import compiler, counters, kernels, tensorify
 from aotcache.errors import Bypass
 from aotcache.pipeline.request import CompileRequest, Keyed
 
@@ -34,13 +34,19 @@ def compile_for_cache(req: CompileRequest, keyed: Keyed) -> Compiled:
     other exception means this path failed and the caller compiles as backend="inductor" would."""
     req.enter("compile")
     t0 = time.perf_counter()
-    fakes = keyed.symbolic.fakes if keyed.symbolic is not None else None
+    if keyed.floats is not None:  # in Dynamo's ShapeEnv, each float input's item() its symbol, as under inductor
+        fakes = compiler.backend_fakes(req.example_inputs)
+    else:
+        fakes = keyed.symbolic.fakes if keyed.symbolic is not None else None
+    marked = tensorify.marked() if keyed.floats is not None else frozenset()
     try:
         with kernels.capture(req.settings.kernels) as cap:
             fn, payload = compiler.compile_serializable(req.gm, req.example_inputs, req.options, symbolic_inputs=fakes)
-    except Bypass as b:
-        if getattr(b, "compiled", None) is not None and compiler.graph_state(req.gm):
-            b.compiled = None  # bound to torch's copies of the state: compile it plainly instead
+    except Exception as e:
+        if keyed.floats is not None and tensorify.is_restart(e):  # what backend="inductor" raises for this graph
+            raise tensorify.Restart(keyed.floats.decision(marked), e, time.perf_counter() - t0) from None
+        if isinstance(e, Bypass):
+            _drop_copies_bound_to_state(req, e)
         raise
     seconds = time.perf_counter() - t0
     bundle, why_not = cap.bundle()
@@ -50,6 +56,11 @@ def compile_for_cache(req: CompileRequest, keyed: Keyed) -> Compiled:
     if compiler.graph_state(req.gm):
         fn = compiler.bind_to_graph(compiler.load_serialized(payload), req.gm)
     return Compiled(fn, payload, bundle, seconds)
+
+
+def _drop_copies_bound_to_state(req: CompileRequest, b: Bypass) -> None:
+    if getattr(b, "compiled", None) is not None and compiler.graph_state(req.gm):
+        b.compiled = None  # bound to torch's copies of the state: compile it plainly instead
 
 
 def compile_plain(req: CompileRequest) -> Callable[..., Any]:

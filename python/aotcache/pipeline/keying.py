@@ -6,7 +6,7 @@ error of the phase recorded in the request.
 
 from __future__ import annotations
 
-from aotcache import _core, capture, counters, global_state, isa_probe, symbolic
+from aotcache import _core, capture, counters, global_state, isa_probe, symbolic, tensorify
 from aotcache.errors import Bypass
 from aotcache.pipeline.request import CompileRequest, Keyed, Symbolic
 
@@ -15,6 +15,7 @@ def derive_key(req: CompileRequest) -> Keyed:
     req.enter("capture")
     fakes = symbolic.symbolic_placeholders(req.gm, req.example_inputs)
     table = symbolic.build_table(fakes) if fakes is not None else None
+    floats = tensorify.context(table)
     graph = capture.capture_graph(req.gm, table)
     inputs = capture.capture_inputs(req.example_inputs, fakes, table)
     capture.check_state_aliasing(req.gm, req.example_inputs)
@@ -34,12 +35,15 @@ def derive_key(req: CompileRequest) -> Keyed:
         environment = global_state.environment()
     if probe.counters():
         counters.record(probe.counters(), req.local)
+    config = global_state.config_state(req.options)
+    if floats is not None:
+        config["tensorify"] = floats.rows
     key = _core.compute_key(
         graph,
         inputs,
         global_state.autograd_state(),
-        global_state.config_state(req.options),
+        config,
         environment,
         global_state.user_state(cfg.salt),
     )
-    return Keyed(key, graph, inputs, shapes)
+    return Keyed(key, graph, inputs, shapes, floats)

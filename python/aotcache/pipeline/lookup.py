@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from aotcache import _core, compiler, counters, guarded, kernels
+from aotcache import _core, compiler, counters, guarded, kernels, tensorify
 from aotcache.pipeline import outcome
 from aotcache.pipeline.request import CompileRequest, Keyed
 from aotcache.storage.tiered import Read
@@ -31,9 +31,16 @@ class Found:
     writable: bool = True
     candidates: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     rejected: list[str] = dataclasses.field(default_factory=list)
+    restart: dict[str, Any] | None = None
+    """A stored tensorify restart decision for this graph (tensorify.py): replayed instead of compiling."""
+    restart_entry: _core.LoadedEntry | None = None
 
 
 def find(req: CompileRequest, keyed: Keyed) -> Found:
+    if keyed.floats is not None:
+        found = _find_by_float_record(req, keyed)
+        if found is not None:
+            return found
     if keyed.symbolic is None:
         return _find_static(req, keyed)
     return _find_guarded(req, keyed)
@@ -45,6 +52,36 @@ def _find_static(req: CompileRequest, keyed: Keyed) -> Found:
     if read.entry is None:
         return Found(writable=read.writable)
     return Found(_load(req, read.entry, f"key={key_hex[:16]}"), writable=True)
+
+
+def _find_by_float_record(req: CompileRequest, keyed: Keyed) -> Found | None:
+    """What the graph's float record says (tensorify.py): a restart to replay, or the float inputs whose values key
+    its entries; None without a usable record (then the graph's key is looked up as any other)."""
+    floats = keyed.floats
+    record_key = floats.record_key(keyed.key)
+    entry = _read(req, record_key.hex).entry
+    if entry is None:
+        return None
+    kind = entry.metadata.get("payload_kind") if isinstance(entry.metadata, dict) else None
+    try:
+        if kind != tensorify.RECORD_KIND:
+            raise ValueError(f"payload kind {kind!r}")
+        record = tensorify.decode_record(entry.payload, floats)
+    except ValueError as e:
+        log.warning("float record %s is unusable, compiling: %s", record_key.hex[:16], e)
+        counters.record({"errors": 1, "error.float_record": 1}, req.local)
+        return None
+    if "restart" in record:
+        return Found(restart=record["restart"], restart_entry=entry)
+    if keyed.symbolic is not None:  # values only key static graphs: a guarded graph with float guards bypasses
+        return None
+    key_hex = floats.values_key(keyed.key, record["values"]).hex
+    read = _read(req, key_hex)
+    if read.entry is None:
+        return Found(writable=read.writable)
+    fn = _load(req, read.entry, f"key={key_hex[:16]}", install=lambda: floats.install_values(record["values"]))
+    req.index_key = record_key.hex
+    return Found(fn, writable=True)
 
 
 def _read(req: CompileRequest, key_hex: str) -> Read:
@@ -61,7 +98,12 @@ def _read(req: CompileRequest, key_hex: str) -> Read:
 
 
 def _load(
-    req: CompileRequest, entry: _core.LoadedEntry, label: str, guards: list[str] | None = None, table: Any = None
+    req: CompileRequest,
+    entry: _core.LoadedEntry,
+    label: str,
+    guards: list[str] | None = None,
+    table: Any = None,
+    install: Callable[[], None] | None = None,
 ) -> Callable:
     """The callable of a verified entry, its kernel binaries installed first when they fit this machine, bound to
     the live graph module; a guarded candidate's guards are installed into Dynamo's ShapeEnv."""
@@ -77,6 +119,9 @@ def _load(
     if guards is not None:
         req.enter("guard_installation")
         guarded.install(guards, table)
+    if install is not None:  # a float-value-keyed entry: its values guarded in Dynamo's ShapeEnv
+        req.enter("guard_installation")
+        install()
     outcome.hit(req, entry, label, t_lookup, time.perf_counter())
     return fn
 

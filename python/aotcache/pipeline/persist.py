@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from aotcache import _core, symbolic, wrapper_loading
+from aotcache import _core, counters, symbolic, tensorify, wrapper_loading
 from aotcache.errors import Bypass
 from aotcache.pipeline import outcome
 from aotcache.pipeline.compiling import Compiled
@@ -25,19 +25,81 @@ _EXPLAIN_CANDIDATES = 3
 def persist(req: CompileRequest, keyed: Keyed, compiled: Compiled, found: Found) -> None:
     req.enter("persist")
     if keyed.symbolic is None:
+        if keyed.floats is not None:
+            guarded: set[int] = set()
+            try:  # a compile generic in its float inputs, or guarded on some of their values
+                symbolic.compile_guards(keyed.floats.table, guarded, keyed.floats.keyed_guards)
+            except Bypass as b:
+                outcome.bypass(req, b)
+                return
+            if guarded:
+                _persist_float_values(req, keyed, compiled, sorted(guarded))
+                return
         _persist_static(req, keyed, compiled, found.writable)
     else:
         _persist_guarded(req, keyed, compiled, found)
 
 
-def _metadata(compiled: Compiled) -> dict[str, Any]:
+def persist_restart(req: CompileRequest, keyed: Keyed, restart: tensorify.Restart) -> None:
+    """A compile that raised tensorify's restart: its decision, in the graph's float record, is what a later process
+    replays instead of compiling (tensorify.py). Not recordable (a float this graph's context does not name was
+    marked): counted, and the restart goes on unrecorded. Neither is a hit, miss or bypass: Dynamo counts no graph
+    for an attempt it restarts."""
+    req.enter("persist")
+    if restart.decision is None:
+        counters.record({"tensorify.unrecorded": 1}, req.local)
+        log.info("tensorify restart not recorded: it marked a float no input of the graph carries")
+        return
+    key = keyed.floats.record_key(keyed.key)
+    _put_record(req, key, tensorify.encode_record(restart=restart.decision), restart.seconds, keyed)
+    counters.record({"tensorify.recorded": 1, "compile_us": int(restart.seconds * 1e6)}, req.local)
+    log.info(
+        "tensorify restart recorded key=%s compile=%s marking %s%s",
+        key.hex[:16],
+        outcome.ms(restart.seconds),
+        restart.decision["specialize"],
+        " and the floats of no input" if restart.decision["others"] else "",
+    )
+
+
+def _persist_float_values(req: CompileRequest, keyed: Keyed, compiled: Compiled, floats: list[int]) -> None:
+    """A compile that guarded on float inputs' values: stored under the key plus those values, and the graph's float
+    record says which floats a lookup must add to the key (tensorify.py)."""
+    floats_ctx = keyed.floats
+    key = floats_ctx.values_key(keyed.key, floats)
+    record_key = floats_ctx.record_key(keyed.key)
+    written = None
+    try:
+        written = req.tiers.put(
+            key, compiled.payload, _metadata(compiled.seconds), _serialized_graph(keyed), compiled.kernels
+        )
+        req.entry_key = key.hex
+        written += _put_record(req, record_key, tensorify.encode_record(values=floats), 0.0, keyed) or 0
+        req.index_key = record_key.hex
+    except _core.CacheError as e:
+        outcome.store_failed(req, key.hex, e)
+    names = ", ".join(f"f{i}" for i in floats)
+    outcome.miss(req, key.hex, ["new_graph"], compiled.seconds, written, f" keyed by the values of {names}")
+
+
+def _put_record(req: CompileRequest, key: _core.CacheKey, payload: bytes, seconds: float, keyed: Keyed) -> int | None:
+    try:
+        return req.tiers.put(key, payload, _metadata(seconds, tensorify.RECORD_KIND), _serialized_graph(keyed))
+    except _core.CacheError as e:
+        outcome.store_failed(req, key.hex, e)
+        return None
+
+
+def _metadata(seconds: float, kind: str = "inductor_aot_artifact") -> dict[str, Any]:
     metadata: dict[str, Any] = {
-        "compile_seconds": compiled.seconds,
+        "compile_seconds": seconds,
         "created_unix": int(time.time()),
         "producer": f"aotcache {_core.__version__}",
         "torch": str(torch.__version__),
-        "payload_kind": "inductor_aot_artifact",
+        "payload_kind": kind,
     }
+    if kind != "inductor_aot_artifact":
+        return metadata
     bindings = wrapper_loading.recorded_bindings()
     if bindings is not None:
         metadata["wrapper_bindings"] = bindings
@@ -55,7 +117,7 @@ def _persist_static(req: CompileRequest, keyed: Keyed, compiled: Compiled, writa
     if writable:
         try:
             written = req.tiers.put(
-                key, compiled.payload, _metadata(compiled), _serialized_graph(keyed), compiled.kernels
+                key, compiled.payload, _metadata(compiled.seconds), _serialized_graph(keyed), compiled.kernels
             )
             req.entry_key = key.hex
         except _core.CacheError as e:
@@ -66,7 +128,8 @@ def _persist_static(req: CompileRequest, keyed: Keyed, compiled: Compiled, writa
 def _persist_guarded(req: CompileRequest, keyed: Keyed, compiled: Compiled, found: Found) -> None:
     shapes = keyed.symbolic
     try:
-        guards = symbolic.compile_guards(shapes.table)
+        keyed_float_guards = keyed.floats.keyed_guards if keyed.floats is not None else frozenset()
+        guards = symbolic.compile_guards(shapes.table, keyed_float_guards=keyed_float_guards)
     except Bypass as b:  # compiled, but its domain cannot be written down: use it, do not store it
         outcome.bypass(req, b)
         return
@@ -78,7 +141,7 @@ def _persist_guarded(req: CompileRequest, keyed: Keyed, compiled: Compiled, foun
         if not found.writable:  # the index under this key belongs to another writer (newer format, other keys)
             raise _core.CacheError("the guard index of this graph is not writable by this process")
         written = tiers.put(
-            candidate_key, compiled.payload, _metadata(compiled), _serialized_graph(keyed), compiled.kernels
+            candidate_key, compiled.payload, _metadata(compiled.seconds), _serialized_graph(keyed), compiled.kernels
         )
         req.entry_key = candidate_key.hex
         req.index_key = key.hex

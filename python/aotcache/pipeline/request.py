@@ -66,3 +66,5 @@ class Keyed:
     graph: _core.Graph
     inputs: list[Any]
     symbolic: Symbolic | None = None
+    floats: Any = None
+    """tensorify.FloatContext when symbolic floats are in play (the compile then runs in Dynamo's ShapeEnv)."""
