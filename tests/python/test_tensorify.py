@@ -71,7 +71,7 @@ def test_compile_guards_on_floats_bypass_or_name_the_floats_or_are_skipped_when_
     assert guarded_all == {0, 1}
 
 
-# ---- float records: format and validation -----------------------------------------------------------------------------
+# ---- float records: format and validation ----------------------------------------------------------------------------
 class _Floats:
     graph_names = ["zf1", "zf2", "zf3"]
     other_names: list[str] = []
