@@ -97,6 +97,33 @@ def test_the_trainer_with_torch_compile_gets_the_cache(tmp_path, inductor_dir):
     assert frames.get("misses", 0) == 0 and frames.get("hits", 0) >= 1, frames
 
 
+def test_a_nanogpt_training_script_gets_the_cache(tmp_path, inductor_dir):
+    """nanoGPT's loop as users write it (nanogpt_train.py): the compiled model, a compiled AdamW step whose learning
+    rate the cosine schedule sets as a Python float every iteration (a symbolic float from the second step on), and
+    `generate` with top-k sampling over a growing sequence. Cold under `aotcache run`, warm the same: no bypass in
+    either, the warm process compiles nothing, and losses, learning rates, weights and sampled tokens equal plain
+    inductor's with torch's own caches off (with them on, torch serves stale float results: dynamic-shapes.md)."""
+    cache = tmp_path / "cache"
+    runs = {n: tmp_path / f"{n}.pt" for n in ("cold", "warm", "ref")}
+    script = [sys.executable, str(HERE / "nanogpt_train.py")]
+    for name in ("cold", "warm"):
+        _run([str(EXE), "--dir", str(cache), "run", "--", *script, str(runs[name])], _env(cache, inductor_dir))
+    no_torch_caches = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+    _run([*script, str(runs["ref"])], _env(cache, tmp_path / "ref-inductor", **no_torch_caches))
+    c, w, r = (torch.load(p) for p in runs.values())
+    assert_bitwise_equal(c["out"], r["out"])
+    assert_bitwise_equal(w["out"], r["out"])
+    assert r["stats"] is None
+    assert c["stats"]["bypasses"] == 0 and w["stats"]["bypasses"] == 0, (c["stats"], w["stats"])
+    hits, misses = _graphs(c["stats"])
+    assert misses >= 4, c["stats"]  # the training graph, the step with a constant then a symbolic lr, generate's
+    hits, misses = _graphs(w["stats"])
+    assert misses == 0 and hits == _graphs(c["stats"])[1], w["stats"]
+    frames = w["stats"]["frames"]
+    assert frames.get("hits", 0) >= 2, frames
+    assert set(k for k in frames if k.startswith("bypass.")) <= {"bypass.optimizer_step", "bypass.no_code"}, frames
+
+
 def test_torchrun_ranks_get_the_cache(tmp_path, inductor_dir):
     """`aotcache run -- torchrun --nproc_per_node=2 ...`: every rank of the cold job routes through aotcache; every
     rank of the warm job hits."""
