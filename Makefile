@@ -19,7 +19,7 @@ help:
 	@echo "make lint    clang-format and ruff checks"
 	@echo "make bench   aotcache vs torch's caches, fresh processes (25-40 min on 2 shared cores): bench/results/ + plots"
 	@echo "make bench-quick   smoke run of the benchmark (2 models, fewest reps, a few minutes): build/bench-quick/"
-	@echo "make bench-zoo   the zoo side by side with torch's caches, fresh processes (~30 min): bench/results/zoo.*"
+	@echo "make bench-zoo   the zoo and the training jobs (DDP, Trainer, nanoGPT) side by side with torch's caches, fresh processes (~40 min): bench/results/zoo.*, jobs.*"
 	@echo "make fuzz    build the graph-format fuzzer (clang, ASan+UBSan) and run it FUZZ_SECONDS (60)"
 	@echo "make fuzz-frames   N generated program pairs (SEED, N=500): A cold, B warm verified, B under inductor"
 	@echo "make clean   remove build outputs (keeps .venv)"
@@ -98,6 +98,7 @@ bench-quick: install $(VENV)/.bench-installed
 bench-zoo: install $(VENV)/.bench-installed
 	$(BYTE_COMPILE)
 	nice $(PY) bench/zoo.py
+	nice $(PY) bench/jobs.py
 FUZZ_BUILD   := build/fuzz
 FUZZ_SECONDS ?= 60
 # libFuzzer over the graph-format reader, seeded with the fixture graphs; new inputs collect in $(FUZZ_BUILD)/corpus.

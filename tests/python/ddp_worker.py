@@ -2,11 +2,16 @@
 Dynamo's defaults (optimize_ddp on: the graph is split at bucket boundaries). test_ddp.py runs it.
 
 Usage: ddp_worker.py BACKEND OUT_PREFIX [BUCKET_CAP_MB]   (writes OUT_PREFIX.<rank>)
+
+BACKEND: `inductor` (the reference: torch's caches off), `inductor-cached` (torch's caches on: bench/jobs.py) or
+`aotcache`. The output holds the rank's results, aotcache's counters, and `timing`: seconds from the start of the
+training loop to the end of the first step, and of all steps.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -37,11 +42,13 @@ def main() -> int:
     torch.manual_seed(0)
     model = Net()
     ddp = DDP(model, bucket_cap_mb=bucket_cap_mb)
-    compiled = torch.compile(ddp, backend=backend)
+    compiled = torch.compile(ddp, backend="inductor" if backend == "inductor-cached" else backend)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     torch.manual_seed(100 + rank)
     losses = []
-    for _ in range(3):
+    t0 = time.perf_counter()
+    first_step_s = 0.0
+    for i in range(3):
         x = torch.randn(8, 512)
         y = torch.randint(0, 4, (8,))
         loss = torch.nn.functional.cross_entropy(compiled(x), y)
@@ -49,13 +56,16 @@ def main() -> int:
         opt.step()
         opt.zero_grad()
         losses.append(loss.detach())
+        if i == 0:
+            first_step_s = time.perf_counter() - t0
+    timing = {"first_step_s": first_step_s, "steps_s": time.perf_counter() - t0}
     result = {"losses": torch.stack(losses), **{f"param.{k}": v.detach().clone() for k, v in model.named_parameters()}}
     stats = None
     if backend == "aotcache":
         import aotcache
 
         stats = aotcache.stats()
-    torch.save({"out": result, "stats": stats}, f"{out}.{rank}")
+    torch.save({"out": result, "stats": stats, "timing": timing}, f"{out}.{rank}")
     dist.destroy_process_group()
     return 0
 

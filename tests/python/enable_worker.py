@@ -8,17 +8,21 @@ CASES:
   rank       one torchrun rank: the programs' function and module (OUT gets the rank's number appended)
 
 OUT (torch.save): {"out": {name: tensor}, "aotcache_imported_before_first_compile": bool, "stats": aotcache's counters
-or None when aotcache was never imported, "routed": ...}.
+or None when aotcache was never imported, "routed": ..., "timing": for `trainer`, seconds from the start of training
+to the end of the first step, and of all steps}.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+
+TIMING: dict[str, float] = {}
 
 
 def _programs() -> dict[str, torch.Tensor]:
@@ -93,8 +97,21 @@ def _trainer(workdir: str) -> dict[str, torch.Tensor]:
         dataloader_num_workers=0,
         disable_tqdm=True,
     )
-    trainer = Trainer(model=model, args=args, train_dataset=Data())
+
+    class FirstStep(transformers.TrainerCallback):
+        """Seconds from the start of training to the end of its first optimizer step (bench/jobs.py)."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                TIMING["first_step_s"] = time.perf_counter() - self.t0
+
+    trainer = Trainer(model=model, args=args, train_dataset=Data(), callbacks=[FirstStep()])
+    t0 = time.perf_counter()
     trainer.train()
+    TIMING["steps_s"] = time.perf_counter() - t0
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     return {"losses": torch.tensor(losses, dtype=torch.float64), "lm_head": model.lm_head.weight.detach().clone()}
 
@@ -129,6 +146,7 @@ def main() -> int:
             "backend_imported_at_start": before,
             "stats": stats,
             "routed": routed,
+            "timing": TIMING,
         },
         out_path,
     )

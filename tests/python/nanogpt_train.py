@@ -6,14 +6,16 @@ multinomial sampling) at the end, its sequence growing one token per call.
 
 usage: nanogpt_train.py OUT.pt        (test_enable.py runs it plain, under `aotcache run`, and warm)
 
-OUT (torch.save): {"out": {"losses", "lrs", "generated", "wte", "lm_head_bias"...}, "stats": aotcache's counters or
-None when aotcache was never imported}.
+OUT (torch.save): {"out": {"losses", "lrs", "generated", "param.<name>"...}, "stats": aotcache's counters or None
+when aotcache was never imported, "timing": seconds from the loop's start to the end of its first step, of all steps,
+and of the whole job with generate}.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -109,6 +111,8 @@ def main(out_path: str) -> int:
     step = torch.compile(optimizer.step)
     data = torch.randint(0, VOCAB, (256,), generator=torch.Generator().manual_seed(0))
     losses, lrs = [], []
+    t0 = time.perf_counter()
+    timing = {}
     for it in range(MAX_ITERS):
         lr = get_lr(it)
         for group in optimizer.param_groups:
@@ -122,9 +126,13 @@ def main(out_path: str) -> int:
         step()
         losses.append(loss.item())
         lrs.append(lr)
+        if it == 0:
+            timing["first_step_s"] = time.perf_counter() - t0
+    timing["steps_s"] = time.perf_counter() - t0
     raw.eval()
     torch.manual_seed(42)
     generated = raw.generate(model, torch.zeros((1, 1), dtype=torch.long), 6, temperature=0.8, top_k=10)
+    timing["job_s"] = time.perf_counter() - t0
     got = {
         "losses": torch.tensor(losses, dtype=torch.float64),
         "lrs": torch.tensor(lrs, dtype=torch.float64),
@@ -136,7 +144,7 @@ def main(out_path: str) -> int:
         import aotcache
 
         stats = aotcache.stats()
-    torch.save({"out": got, "stats": stats}, out_path)
+    torch.save({"out": got, "stats": stats, "timing": timing}, out_path)
     return 0
 
 
