@@ -1,6 +1,7 @@
 """DistributedDataParallel under torch's defaults (optimize_ddp on: Dynamo's DDP optimizer splits the graph at
 bucket boundaries and compiles each piece with fake inputs), real torchrun jobs on gloo: every piece cached once for
-the whole job, frames served warm with the split, results per rank bitwise equal to uncached inductor."""
+the whole job, frames served warm with the split, results per rank bitwise equal to uncached inductor. FSDP2 in its
+documented compile pattern the same way."""
 
 from __future__ import annotations
 
@@ -19,7 +20,16 @@ HERE = Path(__file__).parent
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 
 
-def _job(tmp: Path, name: str, ranks: int, backend: str, cache: Path, bucket_cap_mb: str = "1", **env: str) -> list:
+def _job(
+    tmp: Path,
+    name: str,
+    ranks: int,
+    backend: str,
+    cache: Path,
+    bucket_cap_mb: str = "1",
+    worker: str = "ddp",
+    **env: str,
+) -> list:
     full = {
         **os.environ,
         "AOTCACHE_DIR": str(cache),
@@ -27,8 +37,8 @@ def _job(tmp: Path, name: str, ranks: int, backend: str, cache: Path, bucket_cap
         "OMP_NUM_THREADS": "1",
         **env,
     }
-    argv = [TORCHRUN, f"--nproc_per_node={ranks}", "--standalone", str(HERE / "ddp_worker.py"), backend]
-    argv += [str(tmp / name), bucket_cap_mb]
+    argv = [TORCHRUN, f"--nproc_per_node={ranks}", "--standalone", str(HERE / f"{worker}_worker.py"), backend]
+    argv += [str(tmp / name)] + ([bucket_cap_mb] if worker == "ddp" else [])
     done = subprocess.run(argv, env=full, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{name}: {done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     return [torch.load(tmp / f"{name}.{r}") for r in range(ranks)]
@@ -77,3 +87,25 @@ def test_another_bucket_layout_is_another_frame(tmp_path):
         assert_bitwise_equal(other[r]["out"], ref[r]["out"])
         frames = other[r]["stats"]["frames"]
         assert frames.get("miss.no_entry", 0) >= 2, frames  # the model's frame: a new key, not a stale candidate
+
+
+def test_fsdp2_blocks_cached_and_frames_served_warm(tmp_path):
+    """FSDP2's documented pattern (each block compiled, then `fully_shard`): the block's graph is one entry for every
+    rank and block, warm every frame is served (its guards rebuild the module as an instance of the FSDP class
+    `fully_shard` made; pickle's default would rebuild the original class and reject the call), verified equal to
+    a fresh trace; losses and every gathered parameter bitwise equal to uncached inductor's."""
+    cache = tmp_path / "cache"
+    ref = _job(tmp_path, "ref", 2, "inductor", tmp_path / "unused", worker="fsdp")
+    cold = _job(tmp_path, "cold", 2, "aotcache", cache, worker="fsdp")
+    warm = _job(tmp_path, "warm", 2, "aotcache", cache, worker="fsdp", AOTCACHE_FRAMES_VERIFY="1")
+    for r in range(2):
+        assert_bitwise_equal(cold[r]["out"], ref[r]["out"])
+        assert_bitwise_equal(warm[r]["out"], ref[r]["out"])
+        assert not cold[r]["stats"]["bypass_reasons"], cold[r]["stats"]["bypass_reasons"]
+        assert cold[r]["stats"]["frames"].get("recorded", 0) >= 1, cold[r]["stats"]["frames"]
+        stats = warm[r]["stats"]
+        assert stats["misses"] == 0 and stats["bypasses"] == 0 and stats["hits"] >= 1, stats
+        frames = stats["frames"]
+        assert frames.get("hits", 0) >= 1 and not frames.get("misses"), frames
+        assert frames.get("verify.match", 0) == frames["hits"] and not frames.get("verify.mismatch"), frames
+    assert _graph_entries(cache) == sum(c["stats"]["misses"] for c in cold)

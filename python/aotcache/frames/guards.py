@@ -366,6 +366,31 @@ def reduce_wrapped_function(obj: Any) -> tuple | None:
     return None
 
 
+def reduce_fsdp_module(obj: Any, reduced: Any) -> Any:
+    """`reduced` (Dynamo's reduction of `obj`), or, for a module FSDP2's `fully_shard` sharded, a reduction that
+    rebuilds an instance of its FSDP class. The default one calls the class, and `FSDPModule.__new__` builds an
+    instance of the original class instead: the rebuilt guards then expect `Block` where the call has `FSDPBlock`,
+    and reject it. The FSDP class itself is pickled by Dynamo (by the class it was made for)."""
+    import torch
+
+    if reduced is not NotImplemented or not isinstance(obj, torch.nn.Module):
+        return reduced
+    fsdp = sys.modules.get("torch.distributed.fsdp._fully_shard._fully_shard")
+    made = getattr(fsdp, "cls_to_fsdp_cls", None) if fsdp is not None else None
+    if not isinstance(made, dict) or type(obj) not in made.values():
+        return reduced
+    default = obj.__reduce_ex__(4)
+    if not (isinstance(default, tuple) and len(default) >= 2 and default[1] == (type(obj),)):
+        return reduced
+    return (new_instance_of, (type(obj),), *default[2:])
+
+
+def new_instance_of(cls: type) -> Any:
+    """An instance of `cls` made without calling it (what pickle's default reduction means), bypassing a `__new__`
+    that would build another class."""
+    return object.__new__(cls)
+
+
 def unpickle_wrapped_function(module: str, qualname: str, depth: int, digest: str) -> Any:
     """The function `depth` `__wrapped__` steps under `module.qualname`, if its code has `digest`; else ValueError
     (the guards do not rebuild: the frame is traced)."""

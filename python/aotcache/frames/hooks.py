@@ -9,7 +9,8 @@
   Dynamo serializes them; `CheckFunctionManager.serialize_guards`: identity guards become content guards first
   (guards.py). A frame whose guards cannot be serialized in full is not recorded (counted with the reason).
 - `GuardsStatePickler.reducer_override`: while a frame is recorded, a function under a functools.wraps decorator is
-  pickled by the decorated name and its `__wrapped__` depth (Dynamo's pickler leaves it out).
+  pickled by the decorated name and its `__wrapped__` depth (Dynamo's pickler leaves it out), and a module FSDP2
+  sharded is rebuilt as an instance of its FSDP class (pickle's default rebuilds the original class).
 - `invoke_and_store_as_constant` (assume_constant_result): a trace that calls one is not recorded.
 - `DynamoTracerOutput._cleanup_output_graph`: the guards of each tracing attempt Dynamo rolls back (a graph break
   restarts the trace) are kept for the frame's `rolled_back_reads`; without this hook, a frame traced after a
@@ -200,7 +201,7 @@ def install() -> None:
             reduced = guards.reduce_wrapped_function(obj)
             if reduced is not None:
                 return reduced
-            return guards.drop_unguarded_grad(self, original_reduce(self, obj))
+            return guards.drop_unguarded_grad(self, guards.reduce_fsdp_module(obj, original_reduce(self, obj)))
 
         def invoke_and_store_as_constant(tx: Any, fn: Any, name: str, *args: Any, **kwargs: Any) -> Any:
             rec = _recording()
