@@ -369,6 +369,7 @@ std::string entry_kind(const Entry& entry) {
   const std::string kind = entry_metadata_string(entry, "payload_kind", "");
   if (kind == "aotcache.frame") return "frame";
   if (kind == "guard_index") return "guard-index";
+  if (kind == "float_record") return "float-record";
   if (kind.empty() || kind == "inductor_aot_artifact") return "graph";
   return kind;
 }

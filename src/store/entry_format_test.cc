@@ -1,6 +1,10 @@
 // Entry format: round trip, golden header bytes, and detection of every kind of damage.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "aotcache/entry.h"
 #include "base/sha256.h"
 #include "testing/sample_graphs.h"
@@ -29,6 +33,20 @@ TEST(EntryFormat, RoundTrip) {
   EXPECT_EQ(*back, e);
   EXPECT_DOUBLE_EQ(entry_metadata_number(*back, "compile_seconds", -1), 12.5);
   EXPECT_DOUBLE_EQ(entry_metadata_number(*back, "absent", -1), -1);
+}
+
+TEST(EntryFormat, KindIsNamedFromThePayloadKind) {
+  Entry e = sample_entry();
+  EXPECT_EQ(entry_kind(e), "graph");  // no payload_kind: an entry written before the field existed
+  for (const auto& [payload_kind, kind] :
+       std::vector<std::pair<std::string, std::string>>{{"inductor_aot_artifact", "graph"},
+                                                        {"aotcache.frame", "frame"},
+                                                        {"guard_index", "guard-index"},
+                                                        {"float_record", "float-record"},
+                                                        {"something_new", "something_new"}}) {
+    e.metadata = Value::dict({Value::string("payload_kind"), Value::string(payload_kind)});
+    EXPECT_EQ(entry_kind(e), kind) << payload_kind;
+  }
 }
 
 TEST(EntryFormat, ComponentValuesAreOptional) {
