@@ -1041,39 +1041,16 @@ def dyn_bounds_after_reset(backend: str) -> dict:
     return out
 
 
-def _lr_scheduler_case(tensor_lr: bool) -> Callable[[str], dict]:
-    def run(backend: str) -> dict:
-        torch.manual_seed(23)
-        model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 4))
-        opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(0.01) if tensor_lr else 0.01)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5**s)
-        step = torch.compile(opt.step, backend=backend)
-        x, target = _randn(16, 8, seed=1), _randn(16, 4, seed=2)
-        out: dict[str, Any] = {}
-        for i in range(4):
-            opt.zero_grad()
-            loss = F.mse_loss(model(x), target)
-            loss.backward()
-            step()
-            sched.step()
-            out[f"loss{i}"] = _c(loss)
-        out.update(_params(model))
-        return out
-
-    return run
-
-
-def opt_adamw_cosine_schedule(backend: str) -> dict:
-    # nanoGPT's loop: AdamW with weight decay, a cosine LR schedule, a compiled step. The learning rate becomes a
-    # symbolic float (with `1 - lr * weight_decay` computed from it) from the second step on.
-    torch.manual_seed(29)
+def _scheduled_steps(backend: str, seed: int, make_opt: Callable, make_sched: Callable, steps: int) -> dict:
+    """Training steps with a compiled optimizer step and an LR scheduler stepping after each."""
+    torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 4))
-    opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+    opt = make_opt(model.parameters())
+    sched = make_sched(opt)
     step = torch.compile(opt.step, backend=backend)
     x, target = _randn(16, 8, seed=1), _randn(16, 4, seed=2)
     out: dict[str, Any] = {}
-    for i in range(5):
+    for i in range(steps):
         opt.zero_grad()
         loss = F.mse_loss(model(x), target)
         loss.backward()
@@ -1082,6 +1059,31 @@ def opt_adamw_cosine_schedule(backend: str) -> dict:
         out[f"loss{i}"] = _c(loss)
     out.update(_params(model))
     return out
+
+
+def _lr_scheduler_case(tensor_lr: bool) -> Callable[[str], dict]:
+    def run(backend: str) -> dict:
+        return _scheduled_steps(
+            backend,
+            23,
+            lambda p: torch.optim.Adam(p, lr=torch.tensor(0.01) if tensor_lr else 0.01),
+            lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5**s),
+            4,
+        )
+
+    return run
+
+
+def opt_adamw_cosine_schedule(backend: str) -> dict:
+    # nanoGPT's loop: AdamW with weight decay, a cosine LR schedule, a compiled step. The learning rate becomes a
+    # symbolic float (with `1 - lr * weight_decay` computed from it) from the second step on.
+    return _scheduled_steps(
+        backend,
+        29,
+        lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+        lambda opt: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10),
+        5,
+    )
 
 
 def module_forward_hook(backend: str) -> dict:
