@@ -1,10 +1,15 @@
 """Symbolic floats (aotcache/tensorify.py): the float context keyed with a graph, float records (restart or values),
 and the three ways a float graph is cached, in-process against a real ShapeEnv and real torch.compile (frames off,
-so every graph goes through the graph cache). Cross-process coverage: adversarial cases dyn_*float*, opt_adam*."""
+so every graph goes through the graph cache); then Hugging Face models under dynamic=True with a scheduled compiled
+AdamW step in fresh processes. More cross-process coverage: adversarial cases dyn_*float*, opt_adam*."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import sympy
@@ -16,6 +21,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 import aotcache
 from aotcache import symbolic, tensorify
 from aotcache.errors import Bypass
+from conftest import frames_on
 
 
 # ---- canonical text and guards over a real ShapeEnv ------------------------------------------------------------------
@@ -229,3 +235,42 @@ def test_a_restart_marks_what_the_pass_marks():
         assert floats.decision(frozenset()) is None
     finally:
         state.clear()
+
+
+@pytest.mark.timeout(1500)
+@pytest.mark.skipif(not frames_on(), reason="runs its warm process with the frame cache on and off itself")
+def test_hf_models_under_dynamic_true_with_a_scheduled_compiled_step(tmp_path):
+    """GPT-2, Llama and BERT (zoo_models.py) trained under dynamic=True with a compiled AdamW step and a cosine
+    schedule: every float is symbolic (norm eps, attention scaling, the learning rate). Cold compiles and records the tensorify
+    restarts; warm with frames on compiles nothing; warm with frames off replays each restart and hits every graph;
+    all bitwise equal to uncached inductor."""
+    here = Path(__file__).parent
+    env = {**os.environ, "AOTCACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+
+    def run(backend: str, label: str, **extra: str) -> dict:
+        out = tmp_path / f"{label}.pt"
+        full = {**env, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / ("ref-inductor" if label == "ref" else "inductor"))}
+        done = subprocess.run(
+            [sys.executable, str(here / "hf_float_worker.py"), backend, str(out)],
+            env={**full, **extra},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, f"{label}: {done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+        stats = [json.loads(ln[6:]) for ln in done.stdout.splitlines() if ln.startswith("STATS ")]
+        return {"out": torch.load(out), "stats": stats[0] if stats else None}
+
+    ref = run("inductor", "ref")
+    cold = run("aotcache", "cold")
+    warm = run("aotcache", "warm")
+    noframes = run("aotcache", "noframes", AOTCACHE_FRAMES="0")
+    for r in (cold, warm, noframes):
+        assert r["out"].keys() == ref["out"].keys()
+        assert [k for k in ref["out"] if not torch.equal(r["out"][k], ref["out"][k])] == []
+    c, w, n = cold["stats"], warm["stats"], noframes["stats"]
+    assert c["bypasses"] == 0 and c["misses"] >= 6, c
+    assert c["tensorify"].get("recorded", 0) >= 1, c["tensorify"]  # eps under dynamic=True restarts Dynamo
+    assert w["misses"] == 0 and w["bypasses"] == 0 and w["hits"] == c["misses"], w
+    assert n["misses"] == 0 and n["bypasses"] == 0 and n["hits"] == c["misses"], n
+    assert n["tensorify"].get("replayed", 0) == c["tensorify"]["recorded"], n["tensorify"]
