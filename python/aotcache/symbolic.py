@@ -54,9 +54,7 @@ class SymbolTable:
         node = value.node
         self._same_env(node.shape_env, what)
         sym = node._expr
-        env = node.shape_env
-        values = env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val
-        if not (isinstance(sym, sympy.Symbol) and is_float_symbol(sym) and sym in values):
+        if not (isinstance(sym, sympy.Symbol) and is_float_symbol(sym) and sym in backed_values(node.shape_env)):
             raise Bypass("dynamic_shapes", f"{what} is a float of no backed symbol ({sym})")
         if sym not in self._float_canonical:
             self._float_canonical[sym] = sympy.Symbol(f"f{len(self.float_symbols)}", real=True)
@@ -96,10 +94,13 @@ class SymbolTable:
         return [self.shape_env.create_symintnode(s, hint=self._hint(s)) for s in self.symbols]
 
     def _hint(self, sym: sympy.Symbol) -> int:
-        env = self.shape_env
-        # torch 2.13 keeps backed hints in backed_var_to_val (var_to_val is deprecated and warns)
-        values = env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val
-        return int(values[sym])
+        return int(backed_values(self.shape_env)[sym])
+
+
+def backed_values(shape_env: Any) -> dict:
+    """The ShapeEnv's hint of each backed symbol. torch 2.13 keeps them in backed_var_to_val (var_to_val is
+    deprecated and warns)."""
+    return shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val") else shape_env.var_to_val
 
 
 def is_float_symbol(sym: Any) -> bool:

@@ -35,7 +35,7 @@ import sympy
 import torch
 
 from aotcache import _core
-from aotcache.symbolic import SymbolTable, is_float_symbol
+from aotcache.symbolic import SymbolTable, backed_values, is_float_symbol
 
 RECORD_KIND = "float_record"
 RECORD_VERSION = 1
@@ -119,9 +119,7 @@ class FloatContext:
                 raise RuntimeError(f"float input f{i} is not {value!r}")
 
     def _value(self, i: int) -> float:
-        env = self.table.shape_env
-        values = env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val
-        return float(values[self.table.float_symbols[i]])
+        return float(backed_values(self.table.shape_env)[self.table.float_symbols[i]])
 
 
 def context(table: SymbolTable | None) -> FloatContext | None:
@@ -131,10 +129,9 @@ def context(table: SymbolTable | None) -> FloatContext | None:
     if env is None:
         return None
     state = _state()
-    values = env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val
     others = sorted(
         str(s)
-        for s, v in values.items()
+        for s, v in backed_values(env).items()
         if is_float_symbol(s)
         and isinstance(v, sympy.Float)
         and s not in graph_floats
