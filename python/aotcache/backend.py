@@ -96,6 +96,7 @@ def _tag(fn: Callable[..., Any], req: CompileRequest) -> None:
             single=compiler.returns_single(req.gm),
             input_sources=_input_sources(req.gm),
             index_key=req.index_key,
+            mesh_coordinate=req.mesh_coordinate,
         )
     except Exception as e:  # the frame is not recorded; the graph is served as always
         outcome.internal_error(req, e)

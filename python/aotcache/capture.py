@@ -17,7 +17,7 @@ import torch
 import torch.fx
 from torch.fx.immutable_collections import immutable_dict, immutable_list
 
-from aotcache import _core, op_pins
+from aotcache import _core, distributed_tensor, op_pins
 from aotcache.code_digest import Unhashable, function_digest
 from aotcache.errors import Bypass
 from aotcache.symbolic import SymbolTable
@@ -103,6 +103,7 @@ def storage_groups(inputs: Sequence[Any]) -> list[int]:
     nor is a tensor without a storage (sparse, opaque) or a subclass (it bypasses in `tensor_meta`)."""
     members: dict[int, list[int]] = {}  # storage identity -> its inputs, in order of first appearance
     for i, x in enumerate(inputs):
+        x = distributed_tensor.local_tensor(x)  # a DTensor shares through its local shard
         if not _is_plain(x):
             continue
         try:
@@ -149,6 +150,27 @@ def _alias_fields(t: torch.Tensor, group: int) -> dict[str, Any] | None:
     }
 
 
+def _dtensor_meta(
+    x: Any, what: str, alias: dict[str, Any] | None, dtensors: distributed_tensor.Context | None
+) -> _core.TensorMeta:
+    """A DTensor input: its local tensor's metadata, its own requires_grad, and its spec as `tensor_type`."""
+    local = x._local_tensor
+    tensor_meta(local, f"{what} (local tensor)", alias)  # the checks of a plain tensor
+    return _core.TensorMeta(
+        _name(local.dtype),
+        str(local.device),
+        list(local.shape),
+        list(local.stride()),
+        local.storage_offset(),
+        x.requires_grad,
+        _name(local.layout),
+        local.device.type == "cpu" and local.is_pinned(),
+        distributed_tensor.dtensor_type(x, dtensors is None or dtensors.coordinate),
+        local.is_inference(),
+        **(alias or {}),
+    )
+
+
 def _has_symbols(fake: torch.Tensor) -> bool:
     return any(isinstance(d, torch.SymInt) for d in (*fake.shape, *fake.stride(), fake.storage_offset()))
 
@@ -193,17 +215,27 @@ def _name(torch_constant: Any) -> str:
 
 
 def capture_inputs(
-    example_inputs: Sequence[Any], fakes: Sequence[Any] | None = None, table: SymbolTable | None = None
+    example_inputs: Sequence[Any],
+    fakes: Sequence[Any] | None = None,
+    table: SymbolTable | None = None,
+    dtensors: distributed_tensor.Context | None = None,
 ) -> list:
     """One entry per graph input: a TensorMeta, or the int/float/bool value itself. For a symbolic graph, `fakes`
     are the placeholders' fake values and `table` its canonical symbols: symbolic sizes enter as expressions.
     Inputs that share a storage carry their `storage_groups` number (Dynamo passes the real tensors, views keep
-    their `_base`; the same tensor twice is one input after Dynamo, two here when called directly)."""
+    their `_base`; the same tensor twice is one input after Dynamo, two here when called directly).
+    A DTensor input and a DeviceMesh input are keyed by content (`dtensors`: distributed_tensor.context)."""
     out: list = []
     groups = storage_groups(example_inputs)
     for i, x in enumerate(example_inputs):
         fake = fakes[i] if fakes is not None else None
-        if table and isinstance(fake, torch.Tensor) and isinstance(x, torch.Tensor):
+        if dtensors is not None and distributed_tensor.is_dtensor(x):
+            if table and isinstance(fake, torch.Tensor) and _has_symbols(fake):
+                raise Bypass("dynamic_shapes", f"input {i} is a DTensor with symbolic sizes; not supported yet")
+            out.append(_dtensor_meta(x, f"input {i}", _alias_fields(x._local_tensor, groups[i]), dtensors))
+        elif dtensors is not None and distributed_tensor.is_mesh(x):
+            out.append(_core.TorchEnum("device_mesh", distributed_tensor.mesh_text(x, dtensors.coordinate)))
+        elif table and isinstance(fake, torch.Tensor) and isinstance(x, torch.Tensor):
             out.append(_symbolic_tensor_meta(x, fake, table, f"input {i}", _alias_fields(x, groups[i])))
         elif isinstance(x, torch.Tensor):
             out.append(tensor_meta(x, f"input {i}", _alias_fields(x, groups[i])))
@@ -252,9 +284,15 @@ def _classify_uncached(target: Any) -> tuple[str, str]:
 class _ArgNormalizer:
     """Maps FX argument values to the plain and tagged values the IR binding accepts."""
 
-    def __init__(self, positions: dict[torch.fx.Node, int], table: SymbolTable | None = None):
+    def __init__(
+        self,
+        positions: dict[torch.fx.Node, int],
+        table: SymbolTable | None = None,
+        dtensors: distributed_tensor.Context | None = None,
+    ):
         self._positions = positions
         self._table = table
+        self._dtensors = dtensors
 
     def knows_symbols(self, symbols: set) -> bool:
         """Whether every size symbol is one of the graph inputs' (a size computed from data, e.g. a value read with
@@ -307,6 +345,11 @@ class _ArgNormalizer:
             return _core.SymExpr(self._table.render(value))
         if isinstance(value, _SYMBOLIC):
             raise Bypass("dynamic_shapes", f"node {node.name} has a symbolic argument of no graph input's symbols")
+        if self._dtensors is not None:
+            if distributed_tensor.is_placement(value):  # Shard(-1), Replicate(), Partial(sum)
+                return _core.TorchEnum("placement", distributed_tensor.placement_text(value))
+            if distributed_tensor.is_mesh(value):
+                return _core.TorchEnum("device_mesh", distributed_tensor.mesh_text(value, self._dtensors.coordinate))
         raise Bypass("unencodable_value", f"node {node.name} has an argument of type {t.__module__}.{t.__qualname__}")
 
 
@@ -359,7 +402,11 @@ def _unpinned_message(node: torch.fx.Node, op_name: str) -> str:
 _CHECKPOINT_CONTEXT_FN = "_checkpoint_context_fn"
 
 
-def capture_graph(gm: torch.fx.GraphModule, table: SymbolTable | None = None) -> _core.Graph:
+def capture_graph(
+    gm: torch.fx.GraphModule,
+    table: SymbolTable | None = None,
+    dtensors: distributed_tensor.Context | None = None,
+) -> _core.Graph:
     """The IR of `gm`: nodes in order, referred to by position; higher-order-op bodies as nested graphs."""
     if hasattr(gm, "saved_tensors_hooks_pack_0"):
         raise Bypass("saved_tensors_hooks", "saved-tensor hooks are active; their code is not in the key")
@@ -368,17 +415,21 @@ def capture_graph(gm: torch.fx.GraphModule, table: SymbolTable | None = None) ->
         raise Bypass(
             "unknown_graph_meta", f"the graph module carries meta {sorted(unknown)} that aotcache does not know"
         )
-    return _capture(gm, "", {}, table)
+    return _capture(gm, "", {}, table, dtensors)
 
 
 def _capture(
-    gm: torch.fx.GraphModule, path: str, subgraphs: dict[int, tuple], table: SymbolTable | None = None
+    gm: torch.fx.GraphModule,
+    path: str,
+    subgraphs: dict[int, tuple],
+    table: SymbolTable | None = None,
+    dtensors: distributed_tensor.Context | None = None,
 ) -> _core.Graph:
     """`path` prefixes node names in bypass messages ("wrap_body_0/"); `subgraphs` memoizes bodies that several
     get_attr nodes share (invoke_subgraph), by object identity within this one capture."""
     graph = _core.Graph()
     positions: dict[torch.fx.Node, int] = {}
-    normalize = _ArgNormalizer(positions, table)
+    normalize = _ArgNormalizer(positions, table, dtensors)
     lifted = _lifted_state(gm) if not path else {}
     for node in gm.graph.nodes:
         constant_meta = constant_bytes = subgraph = None
@@ -394,6 +445,8 @@ def _capture(
         elif node.op == "call_method":
             kind, target = "tensor_method", str(node.target)
             patched = _patched_tensor_method(str(node.target), f"node {path}{node.name}")
+            if patched is None and dtensors is not None and node.args and isinstance(node.args[0], torch.fx.Node):
+                patched = distributed_tensor.patched_method(node.args[0].meta.get("example_value"), str(node.target))
             if patched is not None:
                 pins["aotcache.tensor_method"] = patched
         elif node.op == "call_module":
@@ -422,7 +475,7 @@ def _capture(
                 if memo is None:
                     memo = subgraphs[id(value)] = (
                         value,  # held so that id() stays unique while the memo lives
-                        _capture(value, f"{path}{node.name}/", subgraphs, table),
+                        _capture(value, f"{path}{node.name}/", subgraphs, table, dtensors),
                         _subgraph_meta(value, f"{path}{node.name}"),
                     )
                 _, subgraph, body_pins = memo

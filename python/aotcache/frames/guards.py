@@ -193,8 +193,12 @@ def storage_partition_guard(builder: Any, output_graph: Any, f_globals: dict[str
 
 def partition_signature(values: list[Any]) -> list | None:
     """The groups of `values` that share a storage, as sorted index lists with each member's storage offset and
-    the storage's size; [] when no two share. None when a value's storage cannot be read."""
+    the storage's size; [] when no two share. None when a value's storage cannot be read. A DTensor shares
+    through its local shard, as its graph key says (capture.storage_groups)."""
+    from aotcache.distributed_tensor import local_tensor
+
     groups: dict[tuple, list[int]] = {}
+    values = [local_tensor(t) for t in values]
     for i, t in enumerate(values):
         try:
             storage = t.untyped_storage()
@@ -252,6 +256,59 @@ def aotcache_storage_partition(names: tuple[str, ...], signature: list, builder:
     builder.guard_manager.root.add_lambda_guard(
         check, [f"aotcache storage partition of {len(names)} inputs: {signature}"], None
     )
+
+
+# ---- device meshes of DTensor graphs ---------------------------------------------------------------------------------
+# Dynamo guards a DeviceMesh by its layout (OPAQUE_OBJ_GUARD_FN_MATCH) and a DTensor by its spec, not by the process
+# groups the mesh's dimensions run on, nor by this rank's coordinate; the compiled code names those groups and, for
+# some graphs, depends on the coordinate (distributed_tensor.py), and their graph keys hold both. A frame entry
+# installs its graphs by key without keying them again, so it carries each mesh as its graphs' keys saw it, and a
+# root guard checks it on every call.
+def mesh_guard(builder: Any, output_graph: Any, f_globals: dict[str, Any]) -> Any:
+    """The guard to add to a frame's serialized guards when its graphs take DTensors or device meshes; else None."""
+    from torch._dynamo.eval_frame import innermost_fn
+    from torch._dynamo.source import GlobalStateSource
+    from torch._guards import Guard
+
+    from aotcache import distributed_tensor
+    from aotcache.frames import tags
+
+    names: list[str] = []
+    texts: list[str] = []
+    for name in sorted(getattr(output_graph, "installed_globals", ())):
+        fn = f_globals.get(name)
+        if not name.startswith("__compiled_fn") or not callable(fn) or tags.lookup(innermost_fn(fn)) is None:
+            continue
+        coordinate = tags.mesh_coordinate(innermost_fn(fn))
+        for source in tags.input_sources(innermost_fn(fn)) or ():
+            text = distributed_tensor.mesh_of_text(builder.get(source), coordinate)
+            if text is not None and source.name not in names:
+                names.append(source.name)
+                texts.append(text)
+    if not names:
+        return None
+    _compile_sources(tuple(names))  # every name must evaluate again on load
+    return Guard(GlobalStateSource(), functools.partial(aotcache_meshes, tuple(names), tuple(texts)))
+
+
+def aotcache_meshes(names: tuple[str, ...], texts: tuple[str, ...], builder: Any, guard: Any) -> None:
+    """The guard builder's method of the mesh guard: a root guard over the frame's locals."""
+    from aotcache import distributed_tensor
+
+    code = _compile_sources(names)
+    scope_globals = builder.runtime_global_scope
+    coordinate = tuple("coordinate=" in t for t in texts)
+
+    def check(f_locals: Any) -> bool:
+        try:
+            values = eval_sources(code, f_locals, scope_globals)
+            return all(
+                distributed_tensor.mesh_of_text(v, c) == t for v, c, t in zip(values, coordinate, texts, strict=True)
+            )
+        except Exception:
+            return False
+
+    builder.guard_manager.root.add_lambda_guard(check, [f"aotcache device meshes of {len(names)} inputs"], None)
 
 
 # ---- dimension markings (torch._dynamo.mark_dynamic and friends) ----------------------------------------------------

@@ -111,7 +111,10 @@ def _log_guards(how: str, code: types.CodeType, guard_set: Any) -> None:
         pairs = set()
         for g in guard_set:
             fn = g.create_fn
-            if isinstance(fn, functools.partial) and fn.func is guards.aotcache_storage_partition:
+            if isinstance(fn, functools.partial) and fn.func in (
+                guards.aotcache_storage_partition,
+                guards.aotcache_meshes,
+            ):
                 continue  # ours, beyond Dynamo's: a fresh trace has none
             if isinstance(fn, functools.partial) and fn.func is guards.aotcache_content_match:
                 kind = fn.args[0]
@@ -262,6 +265,9 @@ def _serialize_recorded(
     kept_stacks: dict[tuple, Any] = {}
     carried = [guards.without_stacks(guards.portable(builder, g), kept_stacks) for g in sorted_guards]
     carried.append(guards.storage_partition_guard(builder, live, rec.frame.f_globals))
+    meshes = guards.mesh_guard(builder, live, rec.frame.f_globals)
+    if meshes is not None:
+        carried.append(meshes)
     rec.markings = guards.dimension_markings(builder, sorted_guards)
     guards.keep_builtins(manager, carried, output_graph)
     return original_serialize(manager, builder, carried, output_graph)

@@ -75,6 +75,8 @@ def _guard_set(guards_b64: str) -> set[tuple]:
             kind = ("content", fn.args[0], repr(fn.args[1]))
         elif isinstance(fn, functools.partial) and fn.func is guards.aotcache_storage_partition:
             kind = ("storage_partition", repr(fn.args))
+        elif isinstance(fn, functools.partial) and fn.func is guards.aotcache_meshes:
+            kind = ("meshes", repr(fn.args))
         elif isinstance(fn, functools.partial) and fn.func is guards.aotcache_length_match:
             kind = ("length", repr(fn.args))
         else:

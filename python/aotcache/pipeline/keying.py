@@ -6,7 +6,7 @@ error of the phase recorded in the request.
 
 from __future__ import annotations
 
-from aotcache import _core, capture, counters, global_state, isa_probe, symbolic, tensorify
+from aotcache import _core, capture, counters, distributed_tensor, global_state, isa_probe, symbolic, tensorify
 from aotcache.errors import Bypass
 from aotcache.pipeline.request import CompileRequest, Keyed, Symbolic
 
@@ -16,8 +16,9 @@ def derive_key(req: CompileRequest) -> Keyed:
     fakes = symbolic.symbolic_placeholders(req.gm, req.example_inputs)
     table = symbolic.build_table(fakes) if fakes is not None else None
     floats = tensorify.context(table)
-    graph = capture.capture_graph(req.gm, table)
-    inputs = capture.capture_inputs(req.example_inputs, fakes, table)
+    dtensors = distributed_tensor.context(req.gm, req.example_inputs)
+    graph = capture.capture_graph(req.gm, table, dtensors)
+    inputs = capture.capture_inputs(req.example_inputs, fakes, table, dtensors)
     capture.check_state_aliasing(req.gm, req.example_inputs)
     shapes = None
     if table:
@@ -38,6 +39,9 @@ def derive_key(req: CompileRequest) -> Keyed:
     config = global_state.config_state(req.options)
     if floats is not None:
         config["tensorify"] = floats.rows
+    if dtensors is not None:
+        req.mesh_coordinate = dtensors.coordinate
+        config["dtensor"] = [f"rank coordinate keyed: {dtensors.coordinate}", *dtensors.rows]
     key = _core.compute_key(
         graph,
         inputs,

@@ -39,6 +39,8 @@ class CompileRequest:
     """The key of the stored entry the returned callable is the artifact of (a hit's, a stored miss's): what a
     frame entry references (frames/)."""
     index_key: str | None = None
+    mesh_coordinate: bool = False
+    """For a DTensor graph: whether its key holds this rank's coordinate in its meshes (distributed_tensor.py)."""
     """For a symbolic graph: the key of its guard index, which a frame serving `entry_key` keeps fresh for eviction."""
 
     @property
