@@ -217,7 +217,9 @@ def _dispatch_rows() -> list[str]:
             try:
                 rows.append(f"{kind} {op}: {function_digest(fn)}")
             except Unhashable as e:
-                raise Bypass("dtensor_dispatch", f"a DTensor {kind} for {op} is code aotcache cannot pin: {e}") from None
+                raise Bypass(
+                    "dtensor_dispatch", f"a DTensor {kind} for {op} is code aotcache cannot pin: {e}"
+                ) from None
     return sorted(rows)
 
 
