@@ -24,8 +24,8 @@ def tag(
     """Remember that `fn` is the artifact of entry `entry_key` (`single`: unwrapped from a 1-tuple), compiled from a
     graph whose placeholders Dynamo bound to `input_sources` (its Source objects; None when unknown); `index_key`:
     the guard index the entry is a candidate of (symbolic graphs); `mesh_coordinate`: the entry's key holds this rank's
-    coordinate in its device meshes (a DTensor graph whose code depends on the rank). Holds `fn`, so its id is not reused while the tag
-    lives (Dynamo holds it as long anyway)."""
+    coordinate in its device meshes (a DTensor graph whose code depends on the rank). Holds `fn`, so its id is not
+    reused while the tag lives (Dynamo holds it as long anyway)."""
     described = {"key": entry_key, "single": bool(single)}
     if index_key is not None:
         described["index"] = index_key
