@@ -107,12 +107,11 @@ def mesh_text(mesh: Any, coordinate: bool) -> str:
         groups = tuple(str(g) for g in mesh._dim_group_names)
         names = mesh.mesh_dim_names
         threaded = getattr(mesh, "_thread_id", None) is not None
+        where = f", coordinate={mesh.get_coordinate()}" if coordinate else ""
         text = (
-            f"DeviceMesh({mesh.device_type}, ranks={ranks}, layout={layout}, names={names}, groups={groups}"
+            f"DeviceMesh({mesh.device_type}{where}, groups={groups}, ranks={ranks}, names={names}, layout={layout}"
             f", threaded={threaded}"
         )
-        if coordinate:
-            text += f", coordinate={mesh.get_coordinate()}"
     except (AttributeError, TypeError) as e:  # a torch whose DeviceMesh keeps its layout elsewhere
         raise Bypass("unencodable_value", f"a DeviceMesh whose layout aotcache cannot read: {e!r}") from None
     return text + ")"
@@ -162,9 +161,9 @@ def dtensor_type(x: Any, coordinate: bool) -> str:
     order = tuple((int(e.tensor_dim), tuple(int(d) for d in e.mesh_dims)) for e in (spec.shard_order or ()))
     kind = "Parameter" if isinstance(x, torch.nn.Parameter) else "Tensor"
     return (
-        f"DTensor[{kind}](mesh={mesh_text(spec.mesh, coordinate)}, placements=({placements}), order={order}"
-        f", strided_order={bool(spec.use_strided_shard_as_shard_order)}, global_shape={tuple(meta.shape)}"
-        f", global_stride={tuple(meta.stride)}, global_dtype={meta.dtype})"
+        f"DTensor[{kind}](placements=({placements}), global={meta.dtype}{list(meta.shape)}/{tuple(meta.stride)}"
+        f", order={order}, strided_order={bool(spec.use_strided_shard_as_shard_order)}"
+        f", mesh={mesh_text(spec.mesh, coordinate)})"
     )
 
 
@@ -229,8 +228,8 @@ def patched_method(receiver: Any, name: str) -> str | None:
     if not is_dtensor(receiver):
         return None
     attr = inspect.getattr_static(type(receiver), name, None)
-    if attr is None:
-        return None
+    if attr is None or attr is inspect.getattr_static(torch.Tensor, name, None):
+        return None  # torch.Tensor's, which capture._patched_tensor_method covers
     fn = getattr(attr, "__func__", attr)
     module = getattr(fn, "__module__", None) or ""
     if module.startswith("torch.") and getattr(fn, "__name__", None) == name:

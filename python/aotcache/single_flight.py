@@ -21,12 +21,14 @@ The backend's use (`backend.py`):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 from aotcache import _core, counters, remote
 from aotcache.settings import Settings
@@ -117,6 +119,34 @@ def claim(store: _core.LocalStore, key_hex: str, cfg: Settings, *, until_entry: 
             delta["wait.timeouts"] = 1
         counters.record(delta, store)
     return result
+
+
+_EXCLUSIVE_WAIT_S = 10.0
+
+
+@contextlib.contextmanager
+def exclusive(store: _core.LocalStore, key_hex: str, wait_s: float = _EXCLUSIVE_WAIT_S) -> Iterator[bool]:
+    """Holds `key_hex`'s lock on this machine while a read-modify-write of its entry runs (a frame entry's candidates:
+    two ranks recording different candidates at once would otherwise keep only the last writer's). Waits at most
+    `wait_s`; yields whether the lock is held (never raises for the lock: without it the write runs unprotected, as
+    before, and the lost candidate is recorded again by the next trace that misses it)."""
+    lock = None
+    deadline = time.monotonic() + wait_s
+    poll = _FIRST_POLL_S
+    try:
+        while True:
+            lock = store.try_compile_lock(key_hex)
+            if lock is not None or time.monotonic() >= deadline:
+                break
+            time.sleep(poll)
+            poll = min(poll * 1.5, _MAX_POLL_S)
+    except _core.CacheError as e:
+        counters.warn_once("compile_lock", "cannot take the compile lock (writing without it): %s", e)
+    try:
+        yield lock is not None
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _claim_local(store: _core.LocalStore, key_hex: str, until_entry: bool, deadline: float, result: Claim) -> None:

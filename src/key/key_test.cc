@@ -415,5 +415,24 @@ TEST(FrameKey, MalformedCodeDigestIsAnError) {
   EXPECT_FALSE(compute_frame_key(in).ok());
 }
 
+// A DTensor input is its local tensor's metadata with its spec as tensor_type (python/aotcache/distributed_tensor.py):
+// two specs over the same local shape are two keys, and the summary a miss explains with shows the spec.
+TEST(Key, TensorSubclassTextIsKeyedAndSummarized) {
+  Graph g = linear_relu_graph();
+  KeyInputs a = linear_relu_inputs(&g);
+  KeyInputs b = linear_relu_inputs(&g);
+  a.inputs[0].tensor->tensor_type = "DTensor[Tensor](placements=(Shard(dim=0)), mesh=DeviceMesh(cpu, coordinate=(0,)))";
+  b.inputs[0].tensor->tensor_type = "DTensor[Tensor](placements=(Shard(dim=0)), mesh=DeviceMesh(cpu, coordinate=(1,)))";
+  auto ka = compute_key(a);
+  auto kb = compute_key(b);
+  ASSERT_TRUE(ka.ok() && kb.ok());
+  EXPECT_NE(ka->hex(), kb->hex());
+  EXPECT_NE(ka->hex(), key_hex(linear_relu_inputs(&g)));
+  EXPECT_EQ(differing_components(ka->manifest, kb->manifest), (std::vector<std::string>{"inputs"}));
+  EXPECT_EQ(ka->manifest.find("inputs")->summary,
+            "3 inputs: float32[8, 16] DTensor[Tensor](placements=(Shard(dim=0)), mesh=DeviceMesh(cpu, "
+            "coordinate=(0,))) float32[32, 16](grad) float32[32](grad)");
+}
+
 }  // namespace
 }  // namespace aotcache

@@ -108,6 +108,8 @@ std::string summarize_inputs(const std::vector<InputMeta>& inputs) {
       }
       if (t.device != "cpu") out += "@" + t.device;
       if (t.requires_grad) out += "(grad)";
+      // A tensor subclass keyed by content (a DTensor's spec): its text, which may be all that differs.
+      if (t.tensor_type != "Tensor" && t.tensor_type != "Parameter") out += " " + t.tensor_type;
       if (groups.ok() && groups.value()[i] >= 0) out += "(alias " + std::to_string(groups.value()[i]) + ")";
     } else {
       out += " " + value_to_text(in.scalar);

@@ -1,7 +1,7 @@
 """DistributedDataParallel under torch's defaults (optimize_ddp on: Dynamo's DDP optimizer splits the graph at
 bucket boundaries and compiles each piece with fake inputs), real torchrun jobs on gloo: every piece cached once for
 the whole job, frames served warm with the split, results per rank bitwise equal to uncached inductor. FSDP2 in its
-documented compile pattern the same way."""
+documented compile pattern and DTensor graphs (tensor parallelism) the same way."""
 
 from __future__ import annotations
 
@@ -109,3 +109,51 @@ def test_fsdp2_blocks_cached_and_frames_served_warm(tmp_path):
         assert frames.get("hits", 0) >= 1 and not frames.get("misses"), frames
         assert frames.get("verify.match", 0) == frames["hits"] and not frames.get("verify.mismatch"), frames
     assert _graph_entries(cache) == sum(c["stats"]["misses"] for c in cold)
+
+
+def _dtensor_entries(ranks: int) -> int:
+    """The graph entries dtensor_worker.py's cases make on `ranks` ranks: one for every rank where the graph is the
+    same on each (tp_mlp, tp_block, the evenly sharded specs), one per rank where the key holds the rank's coordinate
+    (uneven: 2 * ranks + 1 rows; dropout; specs' (Replicate, Shard(1)) pair shards 6 columns), one per tp group for
+    tp_2d (4 ranks: two groups)."""
+    specs = 2 + (1 if 6 % ranks == 0 else ranks)
+    return 1 + 1 + specs + ranks + ranks + (2 if ranks == 4 else 0)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_dtensor_graphs_cached_once_per_job_and_frames_served_warm(tmp_path, ranks):
+    """Tensor parallelism (parallelize_module, a torchtitan-style block plan, a 2-D mesh on 4 ranks) and DTensor
+    functions: every graph cached (the mesh by layout and process groups, DTensor inputs by local tensor and spec,
+    placements by kind), one compile per distinct key for the whole job, the rank's coordinate keyed only where the
+    code can depend on it; warm every graph a hit and every frame served, verified equal to a fresh trace; every
+    output, gradient and parameter bitwise equal to uncached inductor's on every rank."""
+    cache = tmp_path / "cache"
+    ref = _job(tmp_path, "ref", ranks, "inductor", tmp_path / "unused", worker="dtensor")
+    cold = _job(tmp_path, "cold", ranks, "aotcache", cache, worker="dtensor")
+    warm = _job(tmp_path, "warm", ranks, "aotcache", cache, worker="dtensor", AOTCACHE_FRAMES_VERIFY="1")
+    for r in range(ranks):
+        assert_bitwise_equal(cold[r]["out"], ref[r]["out"])
+        assert_bitwise_equal(warm[r]["out"], ref[r]["out"])
+        stats = cold[r]["stats"]
+        assert not stats["bypass_reasons"] and not stats["internal_errors"], stats
+        assert stats["frames"].get("recorded", 0) >= 5, stats["frames"]
+    entries = _graph_entries(cache)
+    assert entries == _dtensor_entries(ranks) == sum(c["stats"]["misses"] for c in cold), entries
+    for r in range(ranks):
+        stats = warm[r]["stats"]
+        assert stats["misses"] == 0 and stats["bypasses"] == 0 and stats["hits"] >= 5, stats
+        frames = stats["frames"]
+        assert frames.get("hits", 0) >= 5 and not frames.get("misses"), frames
+        assert frames.get("verify.match", 0) == frames["hits"] and not frames.get("verify.mismatch"), frames
+    if ranks != 2:
+        return
+    # A mesh made from another process group of the same ranks: equal to the cached one for Dynamo's guards, but its
+    # collectives run on a group of another name, which the compiled code holds. No frame of a mesh is served (the
+    # frame's mesh guard), every graph is a new key (its key names the groups), compiled once for the job; results
+    # still equal.
+    other = _job(tmp_path, "other", ranks, "aotcache", cache, worker="dtensor", DTENSOR_MESH_FROM_GROUP="1")
+    for r in range(ranks):
+        assert_bitwise_equal(other[r]["out"], ref[r]["out"])
+        assert not other[r]["stats"]["frames"].get("hits"), other[r]["stats"]["frames"]
+    assert sum(o["stats"]["misses"] for o in other) == _dtensor_entries(ranks)
+    assert _graph_entries(cache) == 2 * entries

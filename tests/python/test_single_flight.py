@@ -173,3 +173,35 @@ def test_symbolic_graphs_use_the_remote_tier(run_fresh, tmp_path, redis):
     assert c.stats["misses"] == 1
     d = run_fresh("shapes", "--sizes", "1,16", env=machine("d"))
     assert (d.stats["misses"], d.stats["hits"]) == (0, 2), d.stats
+
+
+def test_exclusive_serializes_read_modify_writes_of_one_key(tmp_path):
+    """`single_flight.exclusive` (a frame entry's candidates are read, extended and written under it): a second
+    writer waits for the first to finish, and gives up after its bound rather than block (then writes unprotected)."""
+    import threading
+
+    from aotcache import _core, single_flight
+
+    store = _core.LocalStore.open(str(tmp_path / "cache"))
+    key = "ab" * 32
+    entered, release = threading.Event(), threading.Event()
+    log: list[str] = []
+
+    def first() -> None:
+        with single_flight.exclusive(store, key) as held:
+            log.append(f"first in {held}")
+            entered.set()
+            release.wait(10)
+            log.append("first out")
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert entered.wait(10)
+    t0 = time.monotonic()
+    with single_flight.exclusive(store, key, wait_s=0.3) as held:
+        assert not held and time.monotonic() - t0 >= 0.3  # bounded: gave up
+    threading.Timer(0.3, release.set).start()
+    with single_flight.exclusive(store, key) as held:
+        log.append(f"second in {held}")
+    t.join(10)
+    assert log == ["first in True", "first out", "second in True"]

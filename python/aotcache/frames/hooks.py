@@ -45,7 +45,18 @@ from typing import Any
 
 import torch
 
-from aotcache import _core, code_digest, compiler, counters, default_backend, global_state, isa_probe, kernels, settings
+from aotcache import (
+    _core,
+    code_digest,
+    compiler,
+    counters,
+    default_backend,
+    global_state,
+    isa_probe,
+    kernels,
+    settings,
+    single_flight,
+)
 from aotcache.errors import Bypass
 from aotcache.frames import code_codec, content, ddp_split, dynamic_state, entry, guards, read_set, tags, verify
 from aotcache.storage import opened
@@ -845,22 +856,25 @@ def _renamed(code: types.CodeType, renames: dict[str, str]) -> types.CodeType:
 
 
 def _persist(frame: _Frame, candidate: dict[str, Any], seconds: float) -> None:
-    found = frame.tiers.get(frame.key.hex)
-    known: list[dict[str, Any]] = []
-    if found.entry is not None:
-        try:
-            known = entry.decode(found.entry.payload)
-        except ValueError:
-            known = []
-    elif not found.writable:
-        raise _Refused("not_writable", "the frame's key holds an entry this process may not replace")
-    # A candidate with the same code, globals and sources is replaced (its guards failed, or they are Dynamo's guards
-    # for other sizes of the same graphs): the newest serves, the entry does not fill up with twins.
-    same = ("code", "globals", "sources")
-    known = [c for c in known if any(c.get(k) != candidate[k] for k in same)]
-    known.append(candidate)
-    metadata = {"created_unix": int(time.time()), "payload_kind": entry.KIND, "compile_seconds": float(seconds)}
-    frame.tiers.put(frame.key, entry.encode(known), metadata, b"", b"")
+    # Read, add and write under the key's lock: ranks of one job record different candidates of one frame at once
+    # (one per tensor-parallel group: their meshes differ), and a plain read-modify-write keeps only the last one.
+    with single_flight.exclusive(frame.tiers.local, frame.key.hex):
+        found = frame.tiers.get(frame.key.hex)
+        known: list[dict[str, Any]] = []
+        if found.entry is not None:
+            try:
+                known = entry.decode(found.entry.payload)
+            except ValueError:
+                known = []
+        elif not found.writable:
+            raise _Refused("not_writable", "the frame's key holds an entry this process may not replace")
+        # A candidate with the same code, globals and sources is replaced (its guards failed, or they are Dynamo's
+        # guards for other sizes of the same graphs): the newest serves, the entry does not fill up with twins.
+        same = ("code", "globals", "sources")
+        known = [c for c in known if any(c.get(k) != candidate[k] for k in same)]
+        known.append(candidate)
+        metadata = {"created_unix": int(time.time()), "payload_kind": entry.KIND, "compile_seconds": float(seconds)}
+        frame.tiers.put(frame.key, entry.encode(known), metadata, b"", b"")
     _count({"frames.recorded": 1}, frame)
     log.info("frame recorded %s key=%s candidates=%d", _name(frame.code), frame.key.hex[:16], len(known))
 
