@@ -147,6 +147,12 @@ def test_dtensor_graphs_cached_once_per_job_and_frames_served_warm(tmp_path, ran
         assert frames.get("verify.match", 0) == frames["hits"] and not frames.get("verify.mismatch"), frames
     if ranks != 2:
         return
+    # Frames off: Dynamo traces every frame and every graph is served from its entry.
+    off = _job(tmp_path, "off", ranks, "aotcache", cache, worker="dtensor", AOTCACHE_FRAMES="0")
+    for r in range(ranks):
+        assert_bitwise_equal(off[r]["out"], ref[r]["out"])
+        stats = off[r]["stats"]
+        assert stats["misses"] == 0 and stats["bypasses"] == 0 and stats["hits"] >= 5, stats
     # A mesh made from another process group of the same ranks: equal to the cached one for Dynamo's guards, but its
     # collectives run on a group of another name, which the compiled code holds. No frame of a mesh is served (the
     # frame's mesh guard), every graph is a new key (its key names the groups), compiled once for the job; results
