@@ -280,11 +280,27 @@ def _torch_functions() -> dict[str, Any]:
     return {name: getattr(fn, "_aotcache_replaces", fn) for name, fn in found.items()}
 
 
+def _is_builtin_exception(name: str) -> bool:
+    import builtins
+
+    value = getattr(builtins, name, None)
+    return isinstance(value, type) and issubclass(value, BaseException)
+
+
+def _meaningful(names: Any) -> frozenset[str]:
+    """The global names a function reads that can change what it does when it succeeds: all but the built-in
+    exception classes it may raise. torch 2.14 writes `if x is None: raise AssertionError(...)` where 2.13 wrote
+    `assert x is not None`: the same check, one new name, which must not turn the light path off."""
+    return frozenset(n for n in names if not _is_builtin_exception(n))
+
+
 def _differing_torch_functions(found: dict[str, Any] | None = None) -> list[str]:
     """The replaced torch functions (`found`, else looked up) that read other global names than `_TORCH_NAMES`
-    says."""
+    says (built-in exception classes aside: `_meaningful`)."""
     found = found if found is not None else _torch_functions()
-    return [name for name, names in _TORCH_NAMES.items() if frozenset(found[name].__code__.co_names) != names]
+    return [
+        name for name, names in _TORCH_NAMES.items() if _meaningful(found[name].__code__.co_names) != _meaningful(names)
+    ]
 
 
 def _install() -> bool:

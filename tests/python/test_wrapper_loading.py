@@ -408,3 +408,40 @@ def test_golden_decomposition_references():
     assert wrapper_loading._LAZY_DECOMPOSITIONS.hex() == stand_in
     assert bytes.fromhex(torchs) in pickle.dumps({"f": select_decomp_table}, protocol=4)
     assert bytes.fromhex(stand_in) in pickle.dumps({"f": decomposition_lazily.select_decomp_table}, protocol=4)
+
+
+def test_a_torch_that_raises_instead_of_asserting_keeps_the_light_path():
+    """torch 2.14 writes `if self.current_callable is None: raise AssertionError(...)` in CompiledFxGraph.__call__
+    where 2.13 wrote `assert self.current_callable is not None`: the same check reads one more global name. Built-in
+    exception names do not count; any other new name does."""
+
+    # Made from source: pytest rewrites the asserts of a test module's own functions.
+    scope: dict = {}
+    exec(
+        "def asserting(self, inputs):\n"
+        "    assert self.current_callable is not None\n"
+        "    return self.current_callable(inputs)\n"
+        "def raising(self, inputs):\n"
+        "    if self.current_callable is None:\n"
+        "        raise AssertionError('self.current_callable must not be None')\n"
+        "    return self.current_callable(inputs)\n"
+        "def profiling(self, inputs):\n"
+        "    if self.current_callable is None:\n"
+        "        raise AssertionError('self.current_callable must not be None')\n"
+        "    return record_function(self.current_callable)(inputs)\n",
+        scope,
+    )
+    asserting, raising, profiling = scope["asserting"], scope["raising"], scope["profiling"]
+    checked = {"_reload_python_module": frozenset(), "FxGraphCache.cache_hit_post_compile": frozenset()}
+    names = frozenset(asserting.__code__.co_names)
+    found = {"_reload_python_module": lambda: None, "FxGraphCache.cache_hit_post_compile": lambda: None}
+    pinned = dict(checked, **{"CompiledFxGraph.__call__": names})
+    original = wrapper_loading._TORCH_NAMES
+    wrapper_loading._TORCH_NAMES = pinned
+    try:
+        assert wrapper_loading._differing_torch_functions({**found, "CompiledFxGraph.__call__": raising}) == []
+        assert wrapper_loading._differing_torch_functions({**found, "CompiledFxGraph.__call__": profiling}) == [
+            "CompiledFxGraph.__call__"
+        ]
+    finally:
+        wrapper_loading._TORCH_NAMES = original
