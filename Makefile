@@ -1,6 +1,6 @@
 # aotcache: `make demo` and `make test` set everything up on a fresh Debian 12 machine, then run.
 .DEFAULT_GOAL := help
-.PHONY: help setup install build-cpp demo test test-cpp test-python zoo lint format bench bench-quick bench-zoo fuzz fuzz-frames clean
+.PHONY: help setup install build-cpp demo test test-torch test-cpp test-python zoo lint format bench bench-quick bench-zoo fuzz fuzz-frames clean
 
 VENV        := .venv
 PY          := $(VENV)/bin/python
@@ -15,6 +15,7 @@ CPP_SOURCES := $(shell find include src -name '*.h' -o -name '*.cc') CMakeLists.
 help:
 	@echo "make demo    set up (apt, .venv, build) and run the cold-vs-warm demo in two fresh processes"
 	@echo "make test    set up and run every test (C++ ctest + pytest), with the frame cache on and off"
+	@echo "make test-torch TORCH=2.14.1   the cross-version subset on another torch, in .venv-torch-<version>"
 	@echo "make zoo     the Hugging Face model zoo, every model and workload: aotcache vs inductor, cold/warm (~20-25 min)"
 	@echo "make lint    clang-format and ruff checks"
 	@echo "make bench   aotcache vs torch's caches, fresh processes (25-40 min on 2 shared cores): bench/results/ + plots"
@@ -58,6 +59,12 @@ test-python: install
 	AOTCACHE_FRAMES=0 $(PY) -m pytest -q $(PYTEST_FLAGS) $(FRAMES_OFF_SUITES)
 
 test: lint test-cpp test-python
+
+# The cross-version subset on another torch in its own venv (.venv-torch-$(TORCH)): make test-torch TORCH=2.14.1
+# (TESTS="tests/python/test_x.py ..." runs other files)
+TORCH ?= 2.14.1
+test-torch: setup
+	scripts/test_torch.sh $(TORCH)
 
 # Generated program pairs against the frame cache (tests/python/frame_pairs.py; CI runs 150 of one seed).
 SEED ?= 1
