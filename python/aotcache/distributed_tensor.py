@@ -21,6 +21,7 @@ Nothing here imports torch.distributed: a process that never loaded DTensor neve
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 from collections.abc import Sequence
@@ -208,13 +209,23 @@ def _dispatch_rows() -> list[str]:
         "handler": getattr(dispatcher, "_custom_op_handlers", {}),
     }
     for kind, table in tables.items():
-        for op, fn in list(table.items()):
-            fn = getattr(fn, "func", fn)  # a single-dim strategy's info holds its function
+        for op, registered in list(table.items()):
+            fn = getattr(registered, "func", registered)  # a single-dim strategy's info holds its function
             module = getattr(fn, "__module__", None) or ""
             if module == "torch" or module.startswith("torch."):
                 continue
+            # The info's other fields (allow_uneven_sharding, ...) change what the strategy allows.
+            flags = (
+                [
+                    f"{f.name}={getattr(registered, f.name)!r}"
+                    for f in dataclasses.fields(registered)
+                    if f.name != "func"
+                ]
+                if dataclasses.is_dataclass(registered)
+                else []
+            )
             try:
-                rows.append(f"{kind} {op}: {function_digest(fn)}")
+                rows.append(" ".join([f"{kind} {op}: {function_digest(fn)}", *flags]))
             except Unhashable as e:
                 raise Bypass(
                     "dtensor_dispatch", f"a DTensor {kind} for {op} is code aotcache cannot pin: {e}"

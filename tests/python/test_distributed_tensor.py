@@ -133,6 +133,15 @@ def test_dispatch_state_rows_pin_strategies_registered_outside_torch(monkeypatch
     assert distributed_tensor._dispatch_rows()[1] != rows[1]
     monkeypatch.setattr(DTensor._op_dispatcher, "_allow_implicit_replication", True)
     assert distributed_tensor._dispatch_rows()[0] == "implicit replication: True"
+    # A single-dim strategy: its function and the flags of its registration.
+    from torch.distributed.tensor._ops.single_dim_strategy import _SingleDimStrategyInfo
+
+    single = propagator.op_single_dim_strategy_funcs
+    monkeypatch.setitem(single, op, _SingleDimStrategyInfo(users_strategy, allow_uneven_sharding=False))
+    even = [r for r in distributed_tensor._dispatch_rows() if r.startswith("single-dim strategy")]
+    monkeypatch.setitem(single, op, _SingleDimStrategyInfo(users_strategy, allow_uneven_sharding=True))
+    uneven = [r for r in distributed_tensor._dispatch_rows() if r.startswith("single-dim strategy")]
+    assert len(even) == len(uneven) == 1 and "allow_uneven_sharding=False" in even[0] and even != uneven
 
 
 def test_a_patched_dtensor_method_is_pinned_by_content(monkeypatch, mesh):
