@@ -1,6 +1,6 @@
 # aotcache: `make demo` and `make test` set everything up on a fresh Debian 12 machine, then run.
 .DEFAULT_GOAL := help
-.PHONY: help setup install build-cpp demo test test-torch test-cpp test-python zoo lint format bench bench-quick bench-zoo fuzz fuzz-frames clean
+.PHONY: help setup install build-cpp demo test test-torch wheel test-wheel test-cpp test-python zoo lint format bench bench-quick bench-zoo fuzz fuzz-frames clean
 
 VENV        := .venv
 PY          := $(VENV)/bin/python
@@ -16,6 +16,7 @@ help:
 	@echo "make demo    set up (apt, .venv, build) and run the cold-vs-warm demo in two fresh processes"
 	@echo "make test    set up and run every test (C++ ctest + pytest), with the frame cache on and off"
 	@echo "make test-torch TORCH=2.14.1   the cross-version subset on another torch, in .venv-torch-<version>"
+	@echo "make wheel   a binary wheel in dist/ (shared libraries bundled by auditwheel); make test-wheel installs it fresh"
 	@echo "make zoo     the Hugging Face model zoo, every model and workload: aotcache vs inductor, cold/warm (~20-25 min)"
 	@echo "make lint    clang-format and ruff checks"
 	@echo "make bench   aotcache vs torch's caches, fresh processes (25-40 min on 2 shared cores): bench/results/ + plots"
@@ -59,6 +60,14 @@ test-python: install
 	AOTCACHE_FRAMES=0 $(PY) -m pytest -q $(PYTEST_FLAGS) $(FRAMES_OFF_SUITES)
 
 test: lint test-cpp test-python
+
+# A binary wheel in dist/ (auditwheel: shared libraries bundled, manylinux tag); tests/wheel/check.sh installs it
+# into a fresh venv without compilers on the path and runs the demo and the CLI from it.
+wheel: setup
+	scripts/build_wheel.sh
+
+test-wheel: wheel
+	tests/wheel/check.sh
 
 # The cross-version subset on another torch in its own venv (.venv-torch-$(TORCH)): make test-torch TORCH=2.14.1
 # (TESTS="tests/python/test_x.py ..." runs other files)
