@@ -122,9 +122,30 @@ def _check_plain(value: Any, where: str) -> None:
     raise Bypass("unencodable_config", f"{where} holds a {type(value).__module__}.{type(value).__qualname__}")
 
 
+def _portable_fields(module: Any) -> dict[str, Any]:
+    """`module.save_config_portable(ignore_private_configs=False)`, without importing Inductor's compiler where that
+    changes nothing. torch 2.15's Inductor config has a serializer (`_serialize_inductor_choices`) that imports
+    `torch._inductor.choices` (and with it the compiler: a warm process's light load exists to avoid that) to turn
+    `inductor_choices_class` into a cache key; while that field is None (the default) it leaves the dict as it is,
+    so it is hidden for the call (the module's own attribute, through its `__dict__`: config modules refuse
+    assignments of non-config names)."""
+    serializer = module.__dict__.get("_cache_config_serializer")
+    if (
+        serializer is not None
+        and getattr(serializer, "__name__", None) == "_serialize_inductor_choices"
+        and getattr(module, "inductor_choices_class", None) is None
+    ):
+        module.__dict__["_cache_config_serializer"] = None
+        try:
+            return module.save_config_portable(ignore_private_configs=False)
+        finally:
+            module.__dict__["_cache_config_serializer"] = serializer
+    return module.save_config_portable(ignore_private_configs=False)
+
+
 def _portable(module: Any, name: str) -> dict[str, Any]:
     skip = _CONFIG_FIELDS_WITHOUT_EFFECT[name]
-    fields = module.save_config_portable(ignore_private_configs=False)
+    fields = _portable_fields(module)
     out = {k: v for k, v in sorted(fields.items()) if k not in skip}
     for k, v in out.items():
         _check_plain(v, f"{name} config field {k}")

@@ -362,3 +362,37 @@ def test_complex_constants_are_keyed_bit_exactly_and_apart_from_tuples():
     }
     assert len(keys) == 5
     assert _key(_traced(lambda t: t * (1 + 2j)), x).hex == _key(_traced(lambda u: u * (1 + 2j)), x).hex
+
+
+def test_a_config_serializer_that_would_import_the_compiler_is_hidden_only_where_it_changes_nothing():
+    """torch 2.15's Inductor config serializes `inductor_choices_class` by importing `torch._inductor.choices` (the
+    compiler); with the field None that import is all it does, so the key path hides it (a warm process must not
+    import the compiler); with a class set, it runs and its result is keyed. Simulated on a config-like module."""
+    import types
+
+    from aotcache import global_state
+
+    calls: list[object] = []
+
+    def _serialize_inductor_choices(config):
+        calls.append(config.get("inductor_choices_class"))
+        if config.get("inductor_choices_class") is not None:
+            config["inductor_choices_class"] = "choices-key"
+
+    module = types.ModuleType("fake_inductor_config")
+    module._cache_config_serializer = _serialize_inductor_choices
+    module.inductor_choices_class = None
+
+    def save_config_portable(ignore_private_configs=True):
+        config = {"inductor_choices_class": module.inductor_choices_class, "x": 1}
+        serializer = getattr(module, "_cache_config_serializer", None)
+        if serializer is not None:
+            serializer(config)
+        return config
+
+    module.save_config_portable = save_config_portable
+    assert global_state._portable_fields(module) == {"inductor_choices_class": None, "x": 1}
+    assert calls == [] and module._cache_config_serializer is _serialize_inductor_choices
+    module.inductor_choices_class = type("Choices", (), {})
+    assert global_state._portable_fields(module) == {"inductor_choices_class": "choices-key", "x": 1}
+    assert len(calls) == 1
