@@ -8,7 +8,7 @@ CPP_BUILD   := build/cpp
 # Warnings are errors in every build these targets make (CI runs `make test`).
 export AOTCACHE_WERROR ?= ON
 # Two pytest workers, one test file each (module fixtures run once): most tests wait on compiles in subprocesses.
-PYTEST_FLAGS ?= -n 2 --dist loadfile --durations=15
+PYTEST_FLAGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=40
 PY_SOURCES  := $(shell find python -name '*.py' -o -name '*.cc')
 CPP_SOURCES := $(shell find include src -name '*.h' -o -name '*.cc') CMakeLists.txt pyproject.toml
 
@@ -47,16 +47,31 @@ demo: install
 test-cpp: build-cpp
 	cd $(CPP_BUILD) && ../../$(VENV)/bin/ctest --output-on-failure
 
-# Every suite runs with the frame cache on (the default) and off (AOTCACHE_FRAMES=0), so the graph pipeline alone is
-# proven on all of them too. The adversarial suite, the variant bank and the zoo judge a frames-off warm process
-# beside the frames-on one from their single cold pass (tests/python/pass_runner.py, variant_bank.Bank); the others
-# run a second time with frames off, except the frame cache's own suites and those that never compile through
-# aotcache (the bench report's arithmetic, the wrapper-loading checks against torch's loader).
+# Every suite runs with the frame cache on (the default); those whose warm processes would take another path with
+# frames off (AOTCACHE_FRAMES=0: Dynamo traces, the graphs hit) run a second time that way, so the graph pipeline
+# alone is proven on them too. The adversarial suite, the variant bank and the zoo judge a frames-off warm process
+# beside the frames-on one from their single cold pass (tests/python/pass_runner.py, variant_bank.Bank). Run once:
+# the frame cache's own suites, those that never compile through aotcache (the bench report's arithmetic, the
+# wrapper-loading checks against torch's loader, the torch-internals probes), and those whose processes only write,
+# read or share entries, where the frames-on pass is the superset (frame entries are stored beside the graph ones,
+# and a served frame loads its graphs, kernels included, through the same path as a graph hit).
 BOTH_MODES_INSIDE := test_adversarial.py test_variant_bank.py test_zoo.py
-RUN_ONCE          := test_ddp.py test_enable.py test_frames.py test_frame_pairs.py test_frame_entry_format.py test_bench_report.py test_wrapper_loading.py test_torch_internals.py
+RUN_ONCE          := test_ddp.py test_enable.py test_frames.py test_frame_pairs.py test_frame_entry_format.py \
+                     test_bench_report.py test_wrapper_loading.py test_torch_internals.py test_read_set.py \
+                     test_store_faults.py test_store_robustness.py test_trust.py test_graph_format.py \
+                     test_cli_archive.py test_settings.py test_isa_probe.py test_kernels.py test_single_flight.py \
+                     test_lifted_state.py test_fault_injection.py
 FRAMES_OFF_SUITES ?= $(filter-out $(addprefix tests/python/,$(BOTH_MODES_INSIDE) $(RUN_ONCE)),$(sort $(wildcard tests/python/test_*.py)))
+# pytest-xdist (--dist loadfile) gives each of its two workers one file at a time, the next in the list when a worker
+# is nearly done with its file. By default it sorts the files by their number of tests, which puts suites of few
+# long tests (tensorify's Hugging Face run, the DDP jobs, the zoo) at the end, on one worker while the other idles:
+# --no-loadscope-reorder keeps this list, the longest suites first (longest-first list scheduling).
+LONGEST := $(addprefix tests/python/,test_frame_pairs.py test_tensorify.py test_adversarial.py test_ddp.py \
+             test_zoo.py test_frames.py test_enable.py test_single_flight.py test_cacheability.py test_dynamic_shapes.py \
+             test_end_to_end.py test_remote.py test_kernels.py test_variant_bank.py)
+PYTHON_SUITES := $(LONGEST) $(filter-out $(LONGEST),$(sort $(wildcard tests/python/test_*.py)))
 test-python: install
-	$(PY) -m pytest -q $(PYTEST_FLAGS)
+	$(PY) -m pytest -q $(PYTEST_FLAGS) $(PYTHON_SUITES)
 	AOTCACHE_FRAMES=0 $(PY) -m pytest -q $(PYTEST_FLAGS) $(FRAMES_OFF_SUITES)
 
 test: lint test-cpp test-python

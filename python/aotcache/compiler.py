@@ -17,7 +17,7 @@ import torch
 import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
 
-from aotcache import wrapper_loading
+from aotcache import torch_internals, wrapper_loading
 from aotcache.errors import Bypass
 
 
@@ -25,9 +25,13 @@ from aotcache.errors import Bypass
 def _sandboxed_torch_caches() -> Iterator[None]:
     """Torch needs its AOTAutograd cache switched on to make a result serializable; point it at an empty,
     throw-away directory so it can only miss, and remove what it wrote."""
-    from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
-    from torch._inductor.codecache import FxGraphCache
-
+    found = torch_internals.resolve("torch_cache_sandbox")
+    if found is None:
+        raise Bypass(
+            "torch_internals",
+            f"torch's caches cannot be sandboxed: {torch_internals.unavailable('torch_cache_sandbox')}",
+        )
+    FxGraphCache, AOTAutogradCache = found["FxGraphCache"], found["AOTAutogradCache"]
     tmp = tempfile.mkdtemp(prefix="aotcache-torch-")
     try:
         with (
@@ -59,8 +63,6 @@ def _torch_serialization_allowed(gm: torch.fx.GraphModule) -> Iterator[None]:
     functions Dynamo puts in graphs (pinned by the torch version), and
     selective-checkpointing policies without a `cache_hash` (pinned by aotcache's digest of their code). Torch's
     cache is sandboxed during the compile, so the keys it computes here are never used to serve anything."""
-    from torch._functorch._aot_autograd import autograd_cache
-
     # Everything the rules allowed that torch's check may refuse: higher-order ops and torch-package functions
     # (private ones such as torch.amp.autocast_mode._enter_autocast included), by the name torch's check looks up.
     allowed = {
@@ -70,17 +72,19 @@ def _torch_serialization_allowed(gm: torch.fx.GraphModule) -> Iterator[None]:
         for node in module.graph.nodes
         if node.op == "call_function" and _is_torch_callable(node.target)
     }
-    original_hash = autograd_cache._get_context_fn_cache_hash
+    pin = torch_internals.resolve("checkpoint_policy_pin")  # None: torch's own rule (a policy needs a cache_hash)
 
     def pinned_by_aotcache(context_fn: Any) -> str | None:
-        return original_hash(context_fn) or "pinned-by-aotcache-key"
+        return pin["get_hash"](context_fn) or "pinned-by-aotcache-key"  # type: ignore[index]
 
-    with (
-        inductor_config.patch(
-            unsafe_marked_cacheable_functions={**inductor_config.unsafe_marked_cacheable_functions, **allowed}
-        ),
-        mock.patch.object(autograd_cache, "_get_context_fn_cache_hash", pinned_by_aotcache),
-    ):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(
+            inductor_config.patch(
+                unsafe_marked_cacheable_functions={**inductor_config.unsafe_marked_cacheable_functions, **allowed}
+            )
+        )
+        if pin is not None:
+            stack.enter_context(mock.patch.object(pin["module"], "_get_context_fn_cache_hash", pinned_by_aotcache))
         yield
 
 
@@ -97,8 +101,11 @@ _CACHE_SWITCHES = (
 
 @contextlib.contextmanager
 def _env_forced_switches_lifted(switches: Sequence[tuple[Any, str]] = _CACHE_SWITCHES) -> Iterator[None]:
-    from torch.utils._config_module import _UNSET_SENTINEL
-
+    try:
+        from torch.utils._config_module import _UNSET_SENTINEL
+    except ImportError:  # the sandbox's check (torch_internals) turns the graph cache off; the plain compile goes on
+        yield
+        return
     with contextlib.ExitStack() as stack:
         for module, name in switches:
             entry = module._config.get(name)

@@ -15,8 +15,9 @@ AOTInductor subclass, `use_aoti`):
   add, merged as torch merges them). A wrapper with a region name (`torch.compile(name=...)`) stays on compile_fx.
 The frame cache treats a routed wrapper as the aotcache backend with those options (frames/hooks.py).
 
-Every contact with the wrapper is here. A torch whose wrapper does not have this shape: one WARNING, nothing routed,
-the program runs on plain inductor; nothing raises into the user's program.
+Every contact with the wrapper is here; its shape is checked in torch_internals.py (feature
+`default_backend_routing`). A torch whose wrapper does not have it: one WARNING, nothing routed, the program runs on
+plain inductor; nothing raises into the user's program.
 """
 
 from __future__ import annotations
@@ -25,40 +26,27 @@ import logging
 import threading
 from typing import Any
 
+from aotcache import torch_internals
+
 log = logging.getLogger("aotcache")
 
 _lock = threading.Lock()
 _originals: dict[str, Any] = {}  # the wrapper's own methods while routed
-_warned = False
 
 
 def _wrapper_class() -> type | None:
-    import torch
-
-    cls = getattr(torch, "_TorchCompileInductorWrapper", None)
-    if not isinstance(cls, type):
-        return None
-    for name in ("__init__", "__call__"):
-        if not callable(cls.__dict__.get(name)):
-            return None
-    return cls
+    found = torch_internals.resolve("default_backend_routing")
+    return None if found is None else found["wrapper"]
 
 
 def enable() -> bool:
     """Routes every torch.compile that uses the default backend through aotcache, from the next compile on, with the
     same mode and options. Idempotent. False (with one WARNING) when this torch's default backend cannot be routed."""
-    global _warned
     with _lock:
         if _originals:
             return True
         cls = _wrapper_class()
-        if cls is None:
-            if not _warned:
-                _warned = True
-                log.warning(
-                    "aotcache.enable(): this torch has no torch._TorchCompileInductorWrapper of the expected shape; "
-                    "torch.compile's default backend stays inductor (use backend='aotcache' explicitly)"
-                )
+        if cls is None:  # torch_internals warned, once
             return False
         init, call = cls.__dict__["__init__"], cls.__dict__["__call__"]
 

@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from aotcache import machine
+from aotcache import machine, torch_internals
 
 log = logging.getLogger("aotcache")
 
@@ -131,7 +131,11 @@ def remembered(cache_dir: str, enabled: bool = True) -> Iterator[Outcome]:
     outcome = Outcome()
     from torch._inductor import config as inductor_config
 
-    if _entered or not enabled or inductor_config.cpp.vec_isa_ok is not None or _torch_probed_already():
+    if _entered or not enabled or inductor_config.cpp.vec_isa_ok is not None:
+        yield outcome
+        return
+    found = torch_internals.resolve("isa_probe_memo")
+    if found is None or _torch_probed_already():
         yield outcome
         return
     _entered = True
@@ -143,12 +147,11 @@ def remembered(cache_dir: str, enabled: bool = True) -> Iterator[Outcome]:
     if fp is None:
         yield outcome
         return
-    from torch._inductor.cpu_vec_isa import VecISA
-
+    VecISA = found["VecISA"]
     path = memo_path(cache_dir, fp)
     known = read_memo(path, fp)
     learned: dict[str, bool] = {}
-    real_check_build = VecISA.__dict__["check_build"]
+    real_check_build = found["check_build"]
 
     def check_build(self: Any, code: str) -> bool:
         name = _probe_name(self, code)

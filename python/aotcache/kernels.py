@@ -33,7 +33,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from aotcache import _core, counters, machine
+from aotcache import _core, counters, machine, torch_internals
 
 log = logging.getLogger("aotcache")
 
@@ -226,21 +226,29 @@ _hooks: bool | None = None
 
 def _install_hooks() -> bool:
     """Installs the three pass-throughs into Inductor's codecache once (the capture's recording `load_async`, the
-    load's plain header and reused build options); False where they could not be: nothing is captured, loads take
-    torch's path."""
+    load's plain header and reused build options), all or none; False where this torch fails the feature's check
+    (`torch_internals`, feature `kernel_bundles`: one WARNING): nothing is captured, loads take torch's path."""
     global _hooks
     with _hooks_lock:
         if _hooks is None:
+            found = torch_internals.resolve("kernel_bundles")
+            if found is None:
+                _hooks = False
+                return _hooks
+            codecache = found["codecache"]
+            cache = codecache.CppCodeCache
+            replaced = (cache.__dict__["load_async"], codecache._precompile_header, codecache.CppTorchDeviceOptions)
             try:
-                from torch._inductor import codecache
-
-                cache = codecache.CppCodeCache
-                cache.load_async = _recording(cache.__dict__["load_async"])  # type: ignore[method-assign]
-                codecache._precompile_header = _plain_header_with(codecache._precompile_header)
-                codecache.CppTorchDeviceOptions = _reused_options_with(codecache.CppTorchDeviceOptions)
+                load_async = _recording(replaced[0])
+                header = _plain_header_with(replaced[1])
+                options = _reused_options_with(replaced[2])
+                cache.load_async = load_async  # type: ignore[method-assign]
+                codecache._precompile_header = header
+                codecache.CppTorchDeviceOptions = options
                 _hooks = True
-            except Exception:
-                log.debug("kernel hooks not installed", exc_info=True)
+            except Exception:  # none stays replaced
+                log.warning("aotcache: kernel bundles are off: their hooks could not be installed", exc_info=True)
+                cache.load_async, codecache._precompile_header, codecache.CppTorchDeviceOptions = replaced
                 _hooks = False
         return _hooks
 

@@ -20,8 +20,9 @@ module's recording switch at every call, which cannot be on while the module was
 
 The three torch functions are replaced once, by pass-throughs: the loader's two take the light path only inside
 `loading()` on the same thread, the call only while `torch._inductor.debug` is not imported; everywhere else they
-call torch's originals. They are installed only when torch's functions read the global names they were checked
-against (`_TORCH_NAMES`). `AOTCACHE_LIGHT_LOAD=0` turns the path off.
+call torch's originals. They are installed only when this torch passes the light load's check (`torch_internals`:
+the functions take the arguments the pass-throughs pass and read the global names they were checked against).
+`AOTCACHE_LIGHT_LOAD=0` turns the path off.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+
+from aotcache import torch_internals
 
 log = logging.getLogger("aotcache")
 
@@ -242,87 +245,18 @@ def _current() -> Bindings | None:
 _install_lock = threading.Lock()
 _installed: bool | None = None
 
-# The global names each replaced torch function reads, as in the torch this path was checked against (2.13.0): the
-# pass-throughs take over part of their work, so a torch whose functions read anything else keeps its own path
-# (the test suite pins these against the installed torch).
-_TORCH_NAMES = {
-    "_reload_python_module": frozenset(
-        "Exception ModuleType RuntimeError __dict__ __file__ __name__ compile exec key modules open read sys "
-        "type".split()
-    ),
-    "FxGraphCache.cache_hit_post_compile": frozenset(
-        "AutotuneCacheBundler CachedMetricsHelper CompileEventLogger GraphLowering OSError TritonBundler "
-        "_set_compile_context_for_autotune_cache _triton_bundle add_to_set after_deserialization apply_deltas "
-        "autotune_cache begin_compile cached_kernel_names counter_deltas counters debug get_metrics_context graph "
-        "in_progress increment_toplevel inductor_meta_from_config inductor_provenance_stack_traces_str len metrics "
-        "metrics_deltas output_code_log read_and_emit save_output_code source_code str trace_structured try_ "
-        "try_add_pt2_compile".split()
-    ),
-    "CompiledFxGraph.__call__": frozenset(
-        "AutotuneCacheBundler GRAPH_COMPILE_IDS GRAPH_EXECUTION_ORDER RECORD_GRAPH_EXECUTION _C _RecordFunctionFast "
-        "_compile_context _fx_graph_cache_key _inductor _is_profiler_enabled _profiler append autograd "
-        "compile_context contextlib current_callable debug end_compile finish fx_kwargs get "
-        "get_runtime_metrics_context has_active_compile nullcontext profiler torch".split()
-    ),
-}
-
-
-def _torch_functions() -> dict[str, Any]:
-    """The torch functions the light path replaces (torch's own, also once replaced), by the names of
-    `_TORCH_NAMES`."""
-    from torch._inductor import codecache, output_code
-
-    found = {
-        "_reload_python_module": codecache._reload_python_module,
-        "FxGraphCache.cache_hit_post_compile": codecache.FxGraphCache.cache_hit_post_compile,
-        "CompiledFxGraph.__call__": output_code.CompiledFxGraph.__call__,
-    }
-    return {name: getattr(fn, "_aotcache_replaces", fn) for name, fn in found.items()}
-
-
-def _is_builtin_exception(name: str) -> bool:
-    import builtins
-
-    value = getattr(builtins, name, None)
-    return isinstance(value, type) and issubclass(value, BaseException)
-
-
-def _meaningful(names: Any) -> frozenset[str]:
-    """The global names a function reads that can change what it does when it succeeds: all but the built-in
-    exception classes it may raise. torch 2.14 writes `if x is None: raise AssertionError(...)` where 2.13 wrote
-    `assert x is not None`: the same check, one new name, which must not turn the light path off."""
-    return frozenset(n for n in names if not _is_builtin_exception(n))
-
-
-def _differing_torch_functions(found: dict[str, Any] | None = None) -> list[str]:
-    """The replaced torch functions (`found`, else looked up) that read other global names than `_TORCH_NAMES`
-    says (built-in exception classes aside: `_meaningful`)."""
-    found = found if found is not None else _torch_functions()
-    return [
-        name for name, names in _TORCH_NAMES.items() if _meaningful(found[name].__code__.co_names) != _meaningful(names)
-    ]
-
 
 def _install() -> bool:
-    """Replaces the three torch functions by pass-throughs, once; False (torch's path) when torch does not have them
-    as checked."""
+    """Replaces the three torch functions by pass-throughs, once; False (torch's path) when this torch fails the
+    light load's check (`torch_internals`: one WARNING then)."""
     global _installed
     with _install_lock:
         if _installed is None:
+            found = torch_internals.resolve("light_load")
+            if found is None:
+                _installed = False
+                return False
             try:
-                found = _torch_functions()
-                differing = _differing_torch_functions(found)
-                if differing:
-                    from aotcache.counters import warn_once
-
-                    warn_once(
-                        "light_load_off",
-                        "light loading is off: this torch's %s differ from the torch %s it was checked against",
-                        ", ".join(differing),
-                        "2.13.0",
-                    )
-                    _installed = False
-                    return False
                 from torch._inductor import codecache, output_code
 
                 codecache._reload_python_module = _reload_python_module_with(found["_reload_python_module"])

@@ -16,9 +16,10 @@
   restarts the trace) are kept for the frame's `rolled_back_reads`; without this hook, a frame traced after a
   restart is not recorded.
 
-The internals are looked up, and checked for the shape the hooks need, before any is replaced: on a torch that lacks
-one, none is installed, the frame cache is off for the process with one WARNING naming it (`unavailable`), and the
-graph cache works as always (tests/python/test_torch_internals.py removes each in turn).
+The internals are looked up, and checked for the shape the hooks need, before any is replaced (`torch_internals`,
+feature `frame_cache`): on a torch that fails the check, none is installed, the frame cache is off for the process
+with one WARNING naming what failed (`unavailable`), and the graph cache works as always
+(tests/python/test_torch_internals.py removes or changes each in turn).
 
 Every failure of ours is a fallback to Dynamo's own path, counted `frames.internal_error.<phase>`; counters
 `frames.hits`, `frames.misses`, `frames.recorded`, `frames.bypass.<reason>`.
@@ -56,6 +57,7 @@ from aotcache import (
     kernels,
     settings,
     single_flight,
+    torch_internals,
 )
 from aotcache.errors import Bypass
 from aotcache.frames import code_codec, content, ddp_split, dynamic_state, entry, guards, read_set, tags, verify
@@ -149,35 +151,17 @@ def install() -> None:
     with _install_lock:
         if _installed:
             return
-        try:
-            # Every internal looked up before any is replaced: a torch that renamed one leaves all of them as they are.
-            from torch._dynamo import convert_frame
-            from torch._dynamo import guards as dynamo_guards
-            from torch._dynamo import output_graph as dynamo_output_graph
-            from torch._dynamo.variables import functions as dynamo_functions
-            from torch._dynamo.variables import nn_module as dynamo_nn_module
-
-            original_compile = convert_frame._compile
-            signature = inspect.signature(original_compile)
-            missing = {"code", "globals", "locals", "compiler_fn"} - set(signature.parameters)
-            if missing:
-                raise AttributeError(f"convert_frame._compile takes no {sorted(missing)}")
-            original_cfm = convert_frame.CheckFunctionManager
-            if not isinstance(original_cfm, type):  # subclassed below
-                raise TypeError("convert_frame.CheckFunctionManager is not a class")
-            original_serialize = dynamo_guards.CheckFunctionManager.serialize_guards
-            original_reduce = dynamo_guards.GuardsStatePickler.reducer_override
-            original_constant = dynamo_functions.invoke_and_store_as_constant
-        except Exception as e:
-            unavailable = f"{type(e).__name__}: {e}"
+        found = torch_internals.resolve("frame_cache")  # every internal checked before any is replaced
+        if found is None:
+            unavailable = torch_internals.unavailable("frame_cache")
             _installed = True  # once: the frame cache stays off in this process, the graph cache works as always
-            log.warning(
-                "aotcache: the frame cache is off: this torch (%s) lacks a Dynamo internal it hooks (%s); compiled "
-                "graphs are still cached",
-                torch.__version__,
-                unavailable,
-            )
             return
+        convert_frame, dynamo_guards = found["convert_frame"], found["dynamo_guards"]
+        dynamo_output_graph, dynamo_nn_module = found["dynamo_output_graph"], found["dynamo_nn_module"]
+        dynamo_functions = found["dynamo_functions"]
+        original_compile, signature = found["compile"], found["compile_signature"]
+        original_cfm, original_serialize = found["check_function_manager"], found["serialize_guards"]
+        original_reduce, original_constant = found["reducer_override"], found["invoke_and_store_as_constant"]
 
         def _compile(*args: Any, **kwargs: Any) -> Any:
             return _compile_frame(original_compile, signature, args, kwargs)
