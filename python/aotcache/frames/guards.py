@@ -195,10 +195,13 @@ def partition_signature(values: list[Any]) -> list | None:
     """The groups of `values` that share a storage, as sorted index lists with each member's storage offset and
     the storage's size; [] when no two share. None when a value's storage cannot be read. A DTensor shares
     through its local shard, as its graph key says (capture.storage_groups)."""
-    from aotcache.distributed_tensor import local_tensor
+    import torch
 
     groups: dict[tuple, list[int]] = {}
-    values = [local_tensor(t) for t in values]
+    if any(type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter for t in values):
+        from aotcache.distributed_tensor import local_tensor  # only where a value may be a DTensor
+
+        values = [local_tensor(t) for t in values]
     for i, t in enumerate(values):
         try:
             storage = t.untyped_storage()
