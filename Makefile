@@ -1,6 +1,6 @@
 # aotcache: `make demo` and `make test` set everything up on a fresh Debian 12 machine, then run.
 .DEFAULT_GOAL := help
-.PHONY: help setup install build-cpp demo test test-torch wheel test-wheel test-cpp test-python zoo lint format bench bench-quick bench-zoo fuzz fuzz-frames clean
+.PHONY: help setup install build-cpp demo test test-torch wheel test-wheel test-cpp test-python zoo lint format bench bench-quick bench-zoo bench-peers fuzz fuzz-frames clean
 
 VENV        := .venv
 PY          := $(VENV)/bin/python
@@ -21,6 +21,7 @@ help:
 	@echo "make lint    clang-format and ruff checks"
 	@echo "make bench   aotcache vs torch's caches, fresh processes (25-40 min on 2 shared cores): bench/results/ + plots"
 	@echo "make bench-quick   smoke run of the benchmark (2 models, fewest reps, a few minutes): build/bench-quick/"
+	@echo "make bench-peers   every peer (torch caches, mega-cache, caching_precompile, aot_compile) and aotcache against eager, zoo + scale rows: bench/results/peers.*"
 	@echo "make bench-zoo   the zoo and the training jobs (DDP, Trainer, nanoGPT) side by side with torch's caches, fresh processes (~40 min): bench/results/zoo.*, jobs.*"
 	@echo "make fuzz    build the graph-format fuzzer (clang, ASan+UBSan) and run it FUZZ_SECONDS (60)"
 	@echo "make fuzz-frames   N generated program pairs (SEED, N=500): A cold, B warm verified, B under inductor"
@@ -60,7 +61,7 @@ RUN_ONCE          := test_ddp.py test_enable.py test_frames.py test_frame_pairs.
                      test_bench_report.py test_wrapper_loading.py test_torch_internals.py test_read_set.py \
                      test_store_faults.py test_store_robustness.py test_trust.py test_graph_format.py \
                      test_cli_archive.py test_settings.py test_isa_probe.py test_kernels.py test_single_flight.py \
-                     test_lifted_state.py test_fault_injection.py
+                     test_lifted_state.py test_fault_injection.py test_counters.py
 FRAMES_OFF_SUITES ?= $(filter-out $(addprefix tests/python/,$(BOTH_MODES_INSIDE) $(RUN_ONCE)),$(sort $(wildcard tests/python/test_*.py)))
 # pytest-xdist (--dist loadfile) gives each of its two workers one file at a time, the next in the list when a worker
 # is nearly done with its file. By default it sorts the files by their number of tests, which puts suites of few
@@ -130,6 +131,12 @@ bench-zoo: install $(VENV)/.bench-installed
 	$(BYTE_COMPILE)
 	nice $(PY) bench/zoo.py
 	nice $(PY) bench/jobs.py
+
+# Every peer side by side with eager (torch's caches, mega-cache, caching_precompile, aot_compile, aotcache), the
+# zoo's items and the scale rows (GPT-2 124M, 56 frames): bench/results/peers.*
+bench-peers: install $(VENV)/.bench-installed
+	$(BYTE_COMPILE)
+	nice $(PY) bench/peers.py
 FUZZ_BUILD   := build/fuzz
 FUZZ_SECONDS ?= 60
 # libFuzzer over the graph-format reader, seeded with the fixture graphs; new inputs collect in $(FUZZ_BUILD)/corpus.

@@ -8,10 +8,12 @@ spend), load_us (time spent loading hits), wait.<name> and wait_us (compile once
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,27 +62,64 @@ def batch(store: Any | None = None) -> Iterator[Batch]:
                 warn_once("stats_failed", "could not update the statistics (%s: %s)", type(e).__name__, e)
 
 
-def record(delta: dict[str, int], store: Any | None) -> None:
+def record(delta: dict[str, int], store: Any | None, defer: bool = False) -> None:
     """Adds `delta` to this process's counters and, when a store is open, to its directory's; inside `batch()`, to
-    the batch instead (written when it ends)."""
+    the batch instead (written when it ends). `defer`: the directory's share waits (`flush`) until DEFER_S after the
+    first deferred delta, or the process's exit: a warm start that serves many frames touches the counters file
+    once, not once per frame (the process's counters are updated at once either way)."""
     stack = getattr(_batches, "stack", None)
     if stack:
         stack[-1].delta.update(delta)
         return
+    if defer and store is not None:
+        global _pending_since
+        now = time.monotonic()
+        with _lock:
+            _counters.update(delta)
+            _pending.setdefault(id(store), (store, collections.Counter()))[1].update(delta)
+            if _pending_since is None:
+                _pending_since = now
+            due = now - _pending_since >= DEFER_S
+        if due:
+            flush()
+        return
     _write(delta, store)
+
+
+DEFER_S = 1.0
+_pending: dict[int, tuple[Any, collections.Counter[str]]] = {}  # id(store) -> (store, its deferred delta)
+_pending_since: float | None = None
+
+
+def flush() -> None:
+    """Writes the deferred deltas to their directories (also at the process's exit). Never raises."""
+    global _pending_since
+    with _lock:
+        pending = list(_pending.values())
+        _pending.clear()
+        _pending_since = None
+    for store, delta in pending:
+        _write_store(dict(delta), store)
+
+
+atexit.register(flush)
 
 
 def _write(delta: dict[str, int], store: Any | None) -> None:
     with _lock:
         _counters.update(delta)
     if store is not None:
-        try:
-            store.add_counters(delta)
-        except Exception as e:  # stats must never fail a compile
-            with _lock:
-                _counters["errors"] += 1
-                _counters["error.stats_write"] += 1
-            warn_once("stats_write", "could not update statistics in %s: %s", store.dir, e)
+        _write_store(delta, store)
+
+
+def _write_store(delta: dict[str, int], store: Any) -> None:
+    try:
+        store.add_counters(delta)
+    except Exception as e:  # stats must never fail a compile
+        with _lock:
+            _counters["errors"] += 1
+            _counters["error.stats_write"] += 1
+        warn_once("stats_write", "could not update statistics in %s: %s", getattr(store, "dir", "?"), e)
 
 
 def snapshot() -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Used by tests/python/zoo_worker.py (tests/python/test_zoo.py) and bench/zoo.py. A zoo item is "MODEL:WORKLOAD";
 `prepare(item, backend)` builds the model and inputs (seeded, not timed) and returns a callable that compiles and
-runs the workload with `torch.compile(..., backend=backend)` and returns every result as a dict of tensors. Workloads
+runs the workload with `torch.compile(..., backend=backend)` (or a peer: `EAGER`, `AOT_COMPILE`) and returns every
+result as a dict of tensors. Workloads
 run under torch.use_deterministic_algorithms(True) (Inductor's CPU embedding backward accumulates in thread order
 otherwise) with fixed seeds, so two processes give bitwise equal results.
 
@@ -205,11 +206,108 @@ _ZOO = (
         lambda: {"input_features": _features()},
     ),
 )
+
+
+# ---- scale: not in the zoo's default items (bench/peers.py's scale rows) ------------------------------------------
+def _gpt2_124m() -> torch.nn.Module:
+    hf = _hf()
+    torch.manual_seed(101)
+    cfg = hf.GPT2Config(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)  # GPT-2 small's shape
+    return hf.GPT2LMHeadModel(cfg)
+
+
+def _lm_124m_batch() -> dict[str, torch.Tensor]:
+    ids = _ids((1, 64), 50257, seed=20)
+    return {"input_ids": ids, "labels": ids}
+
+
+FRAME_BLOCKS = 28  # blocks of their own class: each block's forward and its resume function are 2 frames
+
+
+class _Out(tuple):
+    """(loss, logits) with the attribute names of a Hugging Face output (a tuple subclass Dynamo can return)."""
+
+    def __new__(cls, loss: Any, logits: torch.Tensor) -> _Out:
+        return super().__new__(cls, (loss, logits))
+
+    @property
+    def loss(self) -> Any:
+        return self[0]
+
+    @property
+    def logits(self) -> torch.Tensor:
+        return self[1]
+
+
+def _block_classes(n: int) -> list[type]:
+    """`n` residual MLP block classes, each with its own forward (a code object of its own: a frame of its own for
+    Dynamo, as the distinct layer types of a real model are) and a graph break in the middle (a print, a
+    data-dependent branch, a logging call in real code). Their graphs are alike: what grows is the frames. Defined
+    in this module's namespace, as classes of a real model are (frames of code without a module are not cached)."""
+    classes = []
+    for i in range(n):
+        name = f"FrameBlock{i}"
+        if name not in globals():
+            exec(  # noqa: S102  (a fixed template: one class per block)
+                f"class {name}(torch.nn.Module):\n"
+                f"    def __init__(self, dim):\n"
+                f"        super().__init__()\n"
+                f"        self.up = torch.nn.Linear(dim, 2 * dim)\n"
+                f"        self.down = torch.nn.Linear(2 * dim, dim)\n"
+                f"    def forward(self, x):\n"
+                f"        h = torch.nn.functional.gelu(self.up(x))\n"
+                f"        torch._dynamo.graph_break()\n"
+                f"        return x + self.down(h)\n",
+                globals(),
+            )
+        classes.append(globals()[name])
+    return classes
+
+
+class ManyFrames(torch.nn.Module):
+    def __init__(self, blocks: int = FRAME_BLOCKS, dim: int = 32, vocab: int = 128) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.blocks = torch.nn.ModuleList(cls(dim) for cls in _block_classes(blocks))
+        self.head = torch.nn.Linear(dim, vocab)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> _Out:
+        x = self.embed(input_ids)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(x)
+        loss = None if labels is None else torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+        return _Out(loss, logits)
+
+
+def _many_frames() -> torch.nn.Module:
+    torch.manual_seed(102)
+    return ManyFrames()
+
+
+SCALE = (
+    ZooModel(
+        "gpt2-124m",
+        "GPT-2 LM head in GPT-2 small's shape (124M parameters: 12 layers, dim 768, 12 heads), batch 1x64",
+        _gpt2_124m,
+        _lm_124m_batch,
+        lambda: {"input_ids": _ids((1, 64), 50257, seed=20)},
+    ),
+    ZooModel(
+        "frames56",
+        f"{FRAME_BLOCKS} residual MLP blocks of distinct classes, a graph break in each: {2 * FRAME_BLOCKS}+ frames",
+        _many_frames,
+        lambda: _lm_batch(seed=21),
+        lambda: {"input_ids": _ids((2, 16), 128, seed=21)},
+    ),
+)
 MODELS: dict[str, ZooModel] = {m.name: m for m in _ZOO}
+SCALE_MODELS: dict[str, ZooModel] = {m.name: m for m in SCALE}
 
 ITEMS = tuple(
     f"{m.name}:{w}" for m in MODELS.values() for w in WORKLOADS if w != "generate" or m.generate_inputs is not None
 )
+SCALE_ITEMS = tuple(f"{m.name}:{w}" for m in SCALE for w in ("train", "infer"))
 
 
 def parse_items(spec: str | None) -> list[str]:
@@ -227,7 +325,7 @@ def parse_items(spec: str | None) -> list[str]:
             found = [i for i in ITEMS if i.startswith(part + ":")]
         elif part in WORKLOADS:
             found = [i for i in ITEMS if i.endswith(":" + part)]
-        elif part in ITEMS:
+        elif part in ITEMS or part in SCALE_ITEMS:
             found = [part]
         else:
             raise ValueError(f"unknown zoo item {part!r}; items: {', '.join(ITEMS)}")
@@ -254,12 +352,52 @@ def _grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {"grad." + n: _c(p.grad) for n, p in model.named_parameters() if p.grad is not None}
 
 
+# Backends besides torch.compile's own names (bench/zoo.py's peers):
+#   "eager"        no torch.compile at all: the floor a warm start is measured against
+#   "aot_compile"  torch.compile(model, fullgraph=True) AOT-compiled for the item's inputs (torch's experimental
+#                  aot_compile), saved to AOT_FILE by the first process and loaded by the next instead of compiling;
+#                  the train and infer workloads only (fullgraph: one call of the model)
+EAGER, AOT_COMPILE = "eager", "aot_compile"
+AOT_FILE = "ZOO_AOT_FILE"
+
+
+def _compiled(fn: Any, backend: str) -> Any:
+    if backend == EAGER:
+        return fn
+    if backend == AOT_COMPILE:
+        raise NotImplementedError("aot_compile compiles one fullgraph model call: the train and infer workloads only")
+    return torch.compile(fn, backend=backend)
+
+
+def _aot_compiled(model: torch.nn.Module, batch: dict[str, Any]) -> Any:
+    """The model AOT-compiled for `batch` (torch._dynamo.aot_compile): loaded from $ZOO_AOT_FILE when it exists,
+    else compiled and saved there."""
+    from torch._dynamo.aot_compile import ModelInput
+
+    torch._dynamo.config.enable_aot_compile = True
+    path = os.environ[AOT_FILE]
+    compiled = torch.compile(model, fullgraph=True)
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            compiled._load_aot_compiled_module(f.read())
+    else:
+        compiled._aot_compile([ModelInput(args=(), kwargs=batch, contexts=[contextlib.nullcontext()])])
+        compiled._save_aot_compiled_module(path)
+    return compiled
+
+
+def _model_call(model: torch.nn.Module, batch: dict[str, Any], backend: str) -> Any:
+    if backend == AOT_COMPILE:
+        return _aot_compiled(model, batch)(**batch)
+    return _compiled(model, backend)(**batch)
+
+
 def _train(spec: ZooModel, backend: str) -> Callable[[], dict[str, torch.Tensor]]:
     model, batch = spec.build().train(), spec.train_batch()
 
     def run() -> dict[str, torch.Tensor]:
         torch.manual_seed(1)  # dropout
-        out = torch.compile(model, backend=backend)(**batch)
+        out = _model_call(model, batch, backend)
         out.loss.backward()
         return {"loss": _c(out.loss), "logits": _c(out.logits), **_grads(model)}
 
@@ -271,7 +409,7 @@ def _infer(spec: ZooModel, backend: str) -> Callable[[], dict[str, torch.Tensor]
 
     def run() -> dict[str, torch.Tensor]:
         with torch.no_grad():
-            out = torch.compile(model, backend=backend)(**batch)
+            out = _model_call(model, batch, backend)
         return {"logits": _c(out.logits)}
 
     return run
@@ -283,7 +421,7 @@ def _adamw(spec: ZooModel, backend: str) -> Callable[[], dict[str, torch.Tensor]
 
     def run() -> dict[str, torch.Tensor]:
         torch.manual_seed(2)
-        compiled, step = torch.compile(model, backend=backend), torch.compile(opt.step, backend=backend)
+        compiled, step = _compiled(model, backend), _compiled(opt.step, backend)
         result = {}
         for i in range(3):
             opt.zero_grad(set_to_none=True)
@@ -302,7 +440,7 @@ def _generate(spec: ZooModel, backend: str) -> Callable[[], dict[str, torch.Tens
     model, inputs = spec.build().eval(), spec.generate_inputs()
 
     def run() -> dict[str, torch.Tensor]:
-        model.forward = torch.compile(model.forward, backend=backend)
+        model.forward = _compiled(model.forward, backend)
         with torch.no_grad():
             tokens = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
         return {"tokens": tokens}
@@ -316,10 +454,10 @@ _PREPARE = {"train": _train, "infer": _infer, "adamw": _adamw, "generate": _gene
 def prepare(item: str, backend: str) -> Callable[[], dict[str, torch.Tensor]]:
     """Builds the item's model and inputs (not timed); the returned callable compiles, runs and returns the results.
     Call it inside `deterministic()`."""
-    if item not in ITEMS:
-        raise ValueError(f"unknown zoo item {item!r}; items: {', '.join(ITEMS)}")
+    if item not in ITEMS and item not in SCALE_ITEMS:
+        raise ValueError(f"unknown zoo item {item!r}; items: {', '.join(ITEMS + SCALE_ITEMS)}")
     model, workload = item.split(":")
-    return _PREPARE[workload](MODELS[model], backend)
+    return _PREPARE[workload]({**MODELS, **SCALE_MODELS}[model], backend)
 
 
 def run(item: str, backend: str) -> dict[str, torch.Tensor]:

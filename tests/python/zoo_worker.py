@@ -3,15 +3,25 @@
 usage: zoo_worker.py BACKEND OUT_DIR [--label LABEL] [--timeout S] MODEL:WORKLOAD...
 
 BACKEND:
-  aotcache         backend "aotcache" (AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR set by the caller); torch's FX graph
-                   and AOTAutograd caches off in Python config (aotcache sandboxes them anyway)
-  inductor         backend "inductor", torch's caches off: every graph really compiled (the uncached reference)
-  inductor-cached  backend "inductor", torch's FX graph + AOTAutograd caches on; needs its own TORCHINDUCTOR_CACHE_DIR
+  aotcache             backend "aotcache" (AOTCACHE_DIR and TORCHINDUCTOR_CACHE_DIR set by the caller); torch's FX
+                       graph and AOTAutograd caches off in Python config (aotcache sandboxes them anyway)
+  inductor             backend "inductor", torch's caches off: every graph really compiled (the uncached reference)
+  inductor-cached      backend "inductor", torch's FX graph + AOTAutograd caches on; needs its own
+                       TORCHINDUCTOR_CACHE_DIR
+  eager                no torch.compile (the floor); imports nothing of Dynamo or Inductor
+  inductor-mega        inductor-cached plus torch's mega-cache: where $ZOO_MEGA_FILE exists, its artifacts are loaded
+                       (torch.compiler.load_cache_artifacts) inside the measured window, before the first call; else
+                       they are saved there (save_cache_artifacts) after the item
+  inductor-precompile  inductor-cached with Dynamo's caching_precompile on (TORCH_CACHING_PRECOMPILE=1)
+  aot-compile          torch.compile(model, fullgraph=True) AOT-compiled, saved to / loaded from $ZOO_AOT_FILE
+                       (zoo_models.AOT_COMPILE; train and infer only)
 
 Each item runs after torch._dynamo.reset() under torch.use_deterministic_algorithms(True); its model is built
 first (not timed), then the timed call compiles and runs it. An exception (or running over --timeout, default
 600 s) is caught and recorded as the item's failure. Writes OUT_DIR/<model>.<workload>.<label>.pt (label defaults to
-BACKEND) and prints one line per item, `ZOO {json}`: first_result_s (compile + run of the item), the item's deltas of
+BACKEND) and prints one line per item, `ZOO {json}`: first_result_s (compile + run of the item), to_first_result_s
+(process start to the first result, less the model's build: the imports a compile path adds count here), the
+item's deltas of
 aotcache.stats() (hits, misses, bypasses, bypass_reasons, errors, error_kinds, internal_errors, miss_reasons), of
 torch's cache counters and of Dynamo's compile-time metrics (torch._dynamo.utils.compilation_time_metrics, the dict
 behind compile_times()), the phases derived from them (Dynamo bytecode tracing, guard building, backend; for
@@ -24,6 +34,7 @@ import time
 
 T_START = time.perf_counter()
 
+import gc  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
@@ -34,14 +45,14 @@ import traceback  # noqa: E402
 from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
-import torch._functorch.config  # noqa: E402
-import torch._inductor.config  # noqa: E402
-from torch._dynamo.utils import compilation_time_metrics, counters  # noqa: E402
 
 import zoo_models  # noqa: E402
 from stats_delta import delta  # noqa: E402
 
-BACKENDS = ("aotcache", "inductor", "inductor-cached")
+BACKENDS = ("aotcache", "inductor", "inductor-cached", "eager", "inductor-mega", "inductor-precompile", "aot-compile")
+CACHED = ("inductor-cached", "inductor-mega", "inductor-precompile", "aot-compile")  # torch's caches on
+MEGA_FILE = "ZOO_MEGA_FILE"
+EAGER = False  # set in main(): nothing of Dynamo is imported then (the floor pays for none of it)
 TORCH_CACHE_COUNTERS = (
     "autograd_cache_hit",
     "autograd_cache_miss",
@@ -85,6 +96,10 @@ class AotcacheLog(logging.Handler):
 
 
 def _metrics() -> dict[str, tuple[int, float]]:
+    if EAGER:
+        return {}
+    from torch._dynamo.utils import compilation_time_metrics
+
     return {k: (len(v), sum(v)) for k, v in compilation_time_metrics.items()}
 
 
@@ -98,12 +113,20 @@ def _metrics_delta(before: dict[str, tuple[int, float]]) -> dict[str, dict[str, 
 
 
 def _torch_counters() -> dict[str, int]:
+    if EAGER:
+        return {}
+    from torch._dynamo.utils import counters
+
     return {
         k: int(v) for g in ("aot_autograd", "inductor") for k, v in counters[g].items() if k in TORCH_CACHE_COUNTERS
     }
 
 
 def _dynamo_counts() -> dict[str, int]:
+    if EAGER:
+        return {"graphs": 0, "graph_breaks": 0}
+    from torch._dynamo.utils import counters
+
     return {
         "graphs": int(counters["stats"]["unique_graphs"]),
         "graph_breaks": int(sum(counters["graph_break"].values())),
@@ -149,8 +172,36 @@ def _phases(first_result_s: float, times: dict[str, dict[str, float]], events: l
     return phases
 
 
+class GcTimer:
+    """Time spent in garbage collections while installed (gc.callbacks), and how many were full (generation 2)."""
+
+    def __init__(self) -> None:
+        self.seconds, self.full, self.collections = 0.0, 0, 0
+        self._started: float | None = None
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            self.seconds += time.perf_counter() - self._started
+            self.collections += 1
+            self.full += info.get("generation") == 2
+            self._started = None
+
+
 def _on_alarm(signum: int, frame: Any) -> None:
     raise ItemTimeout("item ran over its time limit")
+
+
+def _compile_backend(backend: str) -> str:
+    """The zoo_models backend of a worker BACKEND."""
+    if backend == "aotcache":
+        return "aotcache"
+    if backend == "eager":
+        return zoo_models.EAGER
+    if backend == "aot-compile":
+        return zoo_models.AOT_COMPILE
+    return "inductor"
 
 
 def run_item(item: str, backend: str, label: str, out_dir: str, timeout_s: int) -> dict[str, Any]:
@@ -165,19 +216,38 @@ def run_item(item: str, backend: str, label: str, out_dir: str, timeout_s: int) 
     logger = logging.getLogger("aotcache")
     logger.addHandler(log)
     logger.setLevel(logging.INFO)
-    torch._dynamo.reset()
+    if not EAGER:
+        torch._dynamo.reset()
     stats_before = stats() if stats else {}
     torch_before, dynamo_before, metrics_before = _torch_counters(), _dynamo_counts(), _metrics()
     first_result_s = 0.0
+    gc_timer: GcTimer | None = None
     signal.alarm(timeout_s)
     try:
         t0 = time.perf_counter()
+        mega = os.environ.get(MEGA_FILE) if backend == "inductor-mega" else None
+        gc_timer = GcTimer()
         with zoo_models.deterministic():
-            call = zoo_models.prepare(item, "aotcache" if backend == "aotcache" else "inductor")
+            call = zoo_models.prepare(item, _compile_backend(backend))
             t1 = time.perf_counter()
-            results = call()
-        first_result_s = time.perf_counter() - t1
+            if mega and os.path.exists(mega):  # the warm start of the mega-cache: its load is part of it
+                with open(mega, "rb") as f:
+                    torch.compiler.load_cache_artifacts(f.read())
+            gc.callbacks.append(gc_timer)
+            try:
+                results = call()
+            finally:
+                gc.callbacks.remove(gc_timer)
+        t2 = time.perf_counter()
+        first_result_s = t2 - t1
         row["build_s"] = t1 - t0
+        row["to_first_result_s"] = t2 - T_START - (t1 - t0)
+        if mega and not os.path.exists(mega):  # the cold process: its artifacts for the next one
+            saved = torch.compiler.save_cache_artifacts()
+            if saved is None:
+                raise RuntimeError("torch.compiler.save_cache_artifacts() saved nothing")
+            with open(mega, "wb") as f:
+                f.write(saved[0])
         torch.save(results, os.path.join(out_dir, f"{model}.{workload}.{label}.pt"))
     except BaseException as e:  # every exception is the item's failure, recorded; a timeout too
         if isinstance(e, KeyboardInterrupt):
@@ -188,9 +258,12 @@ def run_item(item: str, backend: str, label: str, out_dir: str, timeout_s: int) 
         signal.alarm(0)
         logger.removeHandler(log)
         times = _metrics_delta(metrics_before)  # before the reset: it clears Dynamo's compile-time metrics
-        torch._dynamo.reset()
+        if not EAGER:
+            torch._dynamo.reset()
     stats_delta = delta(stats(), stats_before) if stats else {}
     row["first_result_s"] = first_result_s
+    if gc_timer is not None:
+        row["gc"] = {"seconds": gc_timer.seconds, "full": gc_timer.full, "collections": gc_timer.collections}
     row["stats"] = stats_delta
     for name in ("hits", "misses", "bypasses", "errors"):
         row[name] = stats_delta.get(name, 0)
@@ -220,11 +293,23 @@ def main() -> None:
                 timeout_s = int(rest[i + 1])
             del rest[i : i + 2]
     items = zoo_models.parse_items(",".join(rest))
-    cached = backend == "inductor-cached"
+    global EAGER
+    EAGER = backend == "eager"
+    cached = backend in CACHED
     if cached and not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
-        raise SystemExit("inductor-cached needs its own TORCHINDUCTOR_CACHE_DIR")
-    torch._inductor.config.fx_graph_cache = cached
-    torch._functorch.config.enable_autograd_cache = cached
+        raise SystemExit(f"{backend} needs its own TORCHINDUCTOR_CACHE_DIR")
+    if backend == "inductor-mega" and not os.environ.get(MEGA_FILE):
+        raise SystemExit(f"inductor-mega needs ${MEGA_FILE}")
+    if not EAGER:
+        import torch._functorch.config
+        import torch._inductor.config
+
+        torch._inductor.config.fx_graph_cache = cached
+        torch._functorch.config.enable_autograd_cache = cached
+    if backend == "inductor-precompile":
+        import torch._dynamo.config
+
+        torch._dynamo.config.caching_precompile = True
     if backend == "aotcache":
         import aotcache  # noqa: F401  (counted in import_s, not in the first item)
     signal.signal(signal.SIGALRM, _on_alarm)

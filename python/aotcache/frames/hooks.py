@@ -419,7 +419,7 @@ def _load(frame: _Frame, compile_id: Any) -> Any:
                 1 if spec["kind"] == "graph" else len(spec["pieces"]) if spec["kind"] == "split" else 0
                 for spec in candidate["globals"].values()
             )
-            _count({"frames.hits": 1, "frames.graphs": graphs}, frame)
+            _count({"frames.hits": 1, "frames.graphs": graphs}, frame, defer=True)
             log.info(
                 "frame hit %s key=%s load=%.1fms",
                 _name(frame.code),
@@ -537,7 +537,7 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
         values[name] = value
     # Counted once the frame is served: a graph loaded for a candidate that then fails is traced and counted again.
     for delta in loaded:
-        _count(delta, frame)
+        _count(delta, frame, defer=True)
     automatic_dynamic = dynamic_state.decode(candidate.get("automatic_dynamic", {}))
     scope.update(values)
     code = _load_code(candidate["code"])
@@ -868,9 +868,12 @@ def _name(code: types.CodeType) -> str:
     return code.co_qualname
 
 
-def _count(delta: dict[str, int], frame: _Frame | None, store: Any = None) -> None:
+def _count(delta: dict[str, int], frame: _Frame | None, store: Any = None, defer: bool = False) -> None:
+    """Counts `delta` in the process and the frame's directory; `defer` for a served frame's counts (a warm start
+    serves many frames: the directory's counters file is written once for them, counters.flush)."""
     try:
-        counters.record(delta, store if store is not None else (frame.tiers.local if frame is not None else None))
+        local = store if store is not None else (frame.tiers.local if frame is not None else None)
+        counters.record(delta, local, defer=defer)
     except Exception:
         log.debug("cannot count %s", delta, exc_info=True)
 
