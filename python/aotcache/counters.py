@@ -12,6 +12,7 @@ import atexit
 import collections
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -87,6 +88,7 @@ def record(delta: dict[str, int], store: Any | None, defer: bool = False) -> Non
 
 
 DEFER_S = 1.0
+_PID = os.getpid()
 _pending: dict[int, tuple[Any, collections.Counter[str]]] = {}  # id(store) -> (store, its deferred delta)
 _pending_since: float | None = None
 
@@ -95,7 +97,7 @@ def flush() -> None:
     """Writes the deferred deltas to their directories (also at the process's exit). Never raises."""
     global _pending_since
     with _lock:
-        pending = list(_pending.values())
+        pending = list(_pending.values()) if os.getpid() == _PID else []  # a forked child: its parent writes them
         _pending.clear()
         _pending_since = None
     for store, delta in pending:

@@ -120,3 +120,72 @@ def test_a_bypassed_warm_run_is_not_a_hit_and_fails_the_warm_goal():
     s = run.summarize_model("checkpoint", runs)
     assert not s["warm_aotcache_all_hit"]
     assert not run.goals([s])["warm_aotcache_over_warm_torch"]["met"]
+
+
+# ---- bench/peers.py: every peer against eager ------------------------------------------------------------------------
+def _peer_row(mode: str, to_first: float, **extra):
+    backend = "aotcache" if mode.startswith(("aotcache", "frames")) else "other"
+    row = {
+        "mode": mode,
+        "rep": 0,
+        "backend": backend,
+        "to_first_result_s": to_first,
+        "first_result_s": to_first / 2,
+        "process": {"import_s": to_first / 4},
+        "phases": {"dynamo_s": 0.0, "backend_s": 0.0, "run_s": to_first / 2, "frame_hits": 3},
+        "gc": {"seconds": 0.01, "full": 1},
+        "hits": 3,
+        "misses": 0,
+        "bypasses": 0,
+        "torch_counters": {},
+        "equal": "bitwise",
+    }
+    row.update(extra)
+    return row
+
+
+def test_peers_table_compares_with_eager_and_the_best_working_torch_mechanism():
+    import peers  # bench/peers.py
+
+    runs = [
+        _peer_row("eager", 0.5, equal="close"),
+        _peer_row("torch_cold", 20.0),
+        _peer_row("torch_warm", 4.0),
+        _peer_row("mega_cold", 20.0),
+        _peer_row("mega_warm", 3.0, equal="DIFFERENT"),  # a wrong result never counts as the best peer
+        {"mode": "precompile_cold", "rep": 0, "error": "PackageError: Cannot resolve a fully qualified name"},
+        {"mode": "precompile_warm", "rep": 0, "error": "not run: precompile_cold failed"},
+        _peer_row("aot_cold", 20.0),
+        _peer_row("aot_warm", 2.0),
+        _peer_row("aotcache_cold", 20.0),
+        _peer_row("aotcache_warm", 1.5),
+        _peer_row("frames_warm", 0.6),
+        _peer_row("frames_fresh", 0.7),
+    ]
+    s = peers.summarize_item("gpt2:train", runs)
+    assert s["aotcache_minus_eager_s"] == pytest.approx(0.1)
+    assert s["aotcache_over_eager"] == pytest.approx(1.2)
+    assert s["best_torch_mode"] == "aot_warm" and s["aotcache_over_best_torch"] == pytest.approx(0.3)
+    assert s["modes"]["precompile_warm"]["errors"] == ["not run: precompile_cold failed"]
+    report = {
+        "machine": {
+            "date": "2026-12-06",
+            "nproc": 2,
+            "cpu_model": "x",
+            "platform": "p",
+            "python": "3.11",
+            "torch": "2.13.0",
+            "aotcache": "0.1.0",
+        },  # fmt: skip
+        "transformers": "5.23.0",
+        "command": "bench/peers.py",
+        "wall_s": 60.0,
+        "loadavg": [1.0, 1.0],
+        "reps": 1,
+        "items": [s],
+    }
+    text = peers.markdown(report)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| gpt2:train | 0.50"))
+    assert "fails: not run: precompile_cold failed" in row and "3.00 DIFFERENT" in row
+    assert "+0.10 s" in row and "1.20x" in row and "0.30x (aot_compile)" in row
+    assert "fails: PackageError" in text  # the cold table says why
