@@ -387,12 +387,17 @@ def plot(report: dict[str, Any], path: Path) -> None:
                 continue
             xs.append(x)
             ys.append(e["to_first_result_s"]["median"] / eager["median"])
-        ax.bar(xs, ys, width, color=colors[mode], label=LABELS[mode])
-    ax.axhline(1.0, color="black", linewidth=1.2, linestyle="--", label="eager (the floor)")
+        ax.bar(xs, ys, width, color=colors[mode])
+    ax.axhline(1.0, color="black", linewidth=1.2, linestyle="--")
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=colors[m], label=LABELS[m]) for m in WARM]
+    handles.append(Line2D([0], [0], color="black", linestyle="--", label="eager (the floor)"))
     ax.set_yscale("log")
     ax.set_xticks(range(len(items)), [s["item"] for s in items], fontsize=8, rotation=25)
     ax.set_ylabel("time to first result / eager's (log)")
-    ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    ax.legend(handles=handles, fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     m = report["machine"]
     ax.set_title(
         f"Warm starts against eager (x: the mechanism failed on the item): {m['date'][:10]}, {m['nproc']} cores, "
