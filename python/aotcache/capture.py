@@ -77,20 +77,26 @@ def tensor_meta(t: torch.Tensor, what: str, alias: dict[str, Any] | None = None)
         raise Bypass("conj_or_neg_input", f"{what} carries a lazy conjugate or negation bit")
     if t._has_symbolic_sizes_strides:
         raise Bypass("dynamic_shapes", f"{what} has symbolic sizes; dynamic shapes are not supported yet")
+    return _meta_of(t, "Parameter" if isinstance(t, torch.nn.Parameter) else "Tensor", t.requires_grad, **(alias or {}))
+
+
+def _meta_of(t: torch.Tensor, tensor_type: str, requires_grad: bool, **fields: Any) -> _core.TensorMeta:
+    """The TensorMeta of `t` (dtype, device, sizes, strides, offset, layout, pinning, inference mode) with the given
+    type text and requires_grad, and any further fields (alias, symbolic expressions). Positional, in the order of
+    _core.TensorMeta's signature: this runs once per graph input on every compile."""
     device = t.device
-    # Positional, in the order of _core.TensorMeta's signature: this runs once per graph input on every compile.
     return _core.TensorMeta(
         _name(t.dtype),
         str(device),
         list(t.shape),
         list(t.stride()),
         t.storage_offset(),
-        t.requires_grad,
+        requires_grad,
         _name(t.layout),
         device.type == "cpu" and t.is_pinned(),
-        "Parameter" if isinstance(t, torch.nn.Parameter) else "Tensor",
+        tensor_type,
         t.is_inference(),
-        **(alias or {}),
+        **fields,
     )
 
 
@@ -156,19 +162,8 @@ def _dtensor_meta(
     """A DTensor input: its local tensor's metadata, its own requires_grad, and its spec as `tensor_type`."""
     local = x._local_tensor
     tensor_meta(local, f"{what} (local tensor)", alias)  # the checks of a plain tensor
-    return _core.TensorMeta(
-        _name(local.dtype),
-        str(local.device),
-        list(local.shape),
-        list(local.stride()),
-        local.storage_offset(),
-        x.requires_grad,
-        _name(local.layout),
-        local.device.type == "cpu" and local.is_pinned(),
-        distributed_tensor.dtensor_type(x, dtensors is None or dtensors.coordinate),
-        local.is_inference(),
-        **(alias or {}),
-    )
+    coordinate = dtensors is None or dtensors.coordinate
+    return _meta_of(local, distributed_tensor.dtensor_type(x, coordinate), x.requires_grad, **(alias or {}))
 
 
 def _has_symbols(fake: torch.Tensor) -> bool:
@@ -186,17 +181,10 @@ def _symbolic_tensor_meta(
         # Whether the views overlap (and so whether AOTAutograd compiles a synthetic base) depends on the sizes the
         # key leaves out, and the storage size is the example's.
         raise Bypass("dynamic_shapes", f"{what} shares its storage with another input and has symbolic sizes")
-    return _core.TensorMeta(
-        base.dtype,
-        str(real.device),
-        list(real.shape),
-        list(real.stride()),
-        real.storage_offset(),
-        real.requires_grad,
-        _name(real.layout),
-        real.device.type == "cpu" and real.is_pinned(),
+    return _meta_of(
+        real,
         "Parameter" if isinstance(real, torch.nn.Parameter) else "Tensor",
-        real.is_inference(),
+        real.requires_grad,
         size_exprs=[table.render(d) for d in fake.shape],
         stride_exprs=[table.render(d) for d in fake.stride()],
         storage_offset_expr=table.render(fake.storage_offset()),
