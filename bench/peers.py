@@ -68,6 +68,7 @@ BACKEND = {
     "aotcache": "aotcache",
 }
 MODES = tuple(m for modes in SYSTEMS.values() for m in modes)
+SYSTEM_OF = {m: system for system, modes in SYSTEMS.items() for m in modes}
 WARM = ("torch_warm", "mega_warm", "precompile_warm", "aot_warm", "aotcache_warm", "frames_warm", "frames_fresh")
 COLD = ("torch_cold", "mega_cold", "precompile_cold", "aot_cold", "aotcache_cold")
 TORCH_WARM = ("torch_warm", "mega_warm", "precompile_warm", "aot_warm")
@@ -102,7 +103,7 @@ def _clean_env() -> dict[str, str]:
 
 
 def _env(mode: str, d: Path) -> dict[str, str]:
-    system = next(s for s, modes in SYSTEMS.items() if mode in modes)
+    system = SYSTEM_OF[mode]
     env = _clean_env()
     inductor = d / f"{system}-inductor"
     if mode in ("mega_warm", "frames_fresh"):
@@ -122,7 +123,7 @@ def _env(mode: str, d: Path) -> dict[str, str]:
 
 def run_worker(item: str, mode: str, d: Path, timeout_s: float) -> dict[str, Any]:
     """One fresh process; its row, or {"error": ...} when it failed."""
-    system = next(s for s, modes in SYSTEMS.items() if mode in modes)
+    system = SYSTEM_OF[mode]
     cmd = [sys.executable, str(TESTS / "zoo_worker.py"), BACKEND[system], str(d / "out"), "--label", mode, item]
     cmd[-1:-1] = ["--timeout", str(int(timeout_s))]
     load = os.getloadavg()[0]
