@@ -88,8 +88,9 @@ def test_read_only_directory_serves_hits_and_warns_once(tmpfs, inductor_dir):
     second = _run(cache, inductor_dir)
     assert second["ok"]
     assert second["stats"]["hits"] == 3  # a read-only cache still serves
-    # The statistics cannot be written: counted every time, reported once.
-    assert second["stats"]["error_kinds"]["stats_write"] >= 3
+    # The statistics cannot be written: each failed write counted, reported once. Served frames' counts are
+    # deferred and written together (counters.record(defer=True)), so one process may make a single write.
+    assert second["stats"]["error_kinds"]["stats_write"] >= 1
     stats_warnings = [w for w in second["warnings"] if w.startswith("could not update statistics")]
     assert len(stats_warnings) == 1, second["warnings"]
     assert "Read-only file system" in stats_warnings[0]
