@@ -289,9 +289,14 @@ class _ArgNormalizer:
 
     def symbolic_float(self, value: torch.SymFloat, node: torch.fx.Node) -> str:
         """The canonical text of a node's symbolic float value (over the inputs' float and size symbols)."""
-        if self._table is None:
-            raise Bypass("dynamic_shapes", f"node {node.name} computes a symbolic float of no graph input")
-        return self._table.render_scalar(value)
+        if self._table is not None:
+            return self._table.render_scalar(value)
+        if not value.node.expr.free_symbols:
+            # A constant SymFloat in a static graph: torch >= 2.15 retraces a frame whose float tensorify could not
+            # turn into tensor arithmetic with that float specialized, and the retrace's `3.0 * 2` still carries a
+            # SymFloat over no symbol. Keyed as the constant it is.
+            return SymbolTable().render_scalar(value)
+        raise Bypass("dynamic_shapes", f"node {node.name} computes a symbolic float of no graph input")
 
     def __call__(self, value: Any, node: torch.fx.Node) -> Any:
         """`node` is the node whose arguments are being normalized: named in a bypass."""

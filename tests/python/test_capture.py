@@ -396,3 +396,34 @@ def test_a_config_serializer_that_would_import_the_compiler_is_hidden_only_where
     module.inductor_choices_class = type("Choices", (), {})
     assert global_state._portable_fields(module) == {"inductor_choices_class": "choices-key", "x": 1}
     assert len(calls) == 1
+
+
+def _with_float_value(value) -> torch.fx.GraphModule:
+    """`x * 3.0` and `3.0 * 2` returned, the second node's example value `value` (a SymFloat), as torch 2.15's
+    tensorify retrace leaves it after specializing a float it could not turn into tensor arithmetic."""
+
+    def f(x):
+        return x * 3.0, operator.mul(3.0, 2)
+
+    gm = _traced(f)
+    next(n for n in gm.graph.nodes if n.op == "call_function" and n.target is operator.mul).meta["example_value"] = value
+    return gm
+
+
+def test_a_constant_symbolic_float_in_a_static_graph_is_keyed_by_its_value():
+    import sympy
+    from torch.fx.experimental.sym_node import SymNode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    # What the retrace's node holds: a SymFloat over no symbol (ShapeEnv's own constructors return a plain float).
+    six, five = (torch.SymFloat(SymNode(sympy.Float(v), env, float, hint=v)) for v in (6.0, 5.0))
+    assert isinstance(six, torch.SymFloat) and not six.node.expr.free_symbols
+    inputs = [torch.randn(2, 3)]
+    assert _key(_with_float_value(six), inputs).hex != _key(_with_float_value(five), inputs).hex
+    assert _key(_with_float_value(six), inputs).hex == _key(_with_float_value(six), inputs).hex
+    # A float over a symbol no input of this (static) graph carries cannot be keyed: it bypasses, naming the node.
+    symbol = env.create_unbacked_symfloat()
+    with pytest.raises(Bypass) as info:
+        _key(_with_float_value(symbol * 2), inputs)
+    assert info.value.code == "dynamic_shapes" and "symbolic float of no graph input" in info.value.message
