@@ -406,7 +406,8 @@ def _with_float_value(value) -> torch.fx.GraphModule:
         return x * 3.0, operator.mul(3.0, 2)
 
     gm = _traced(f)
-    next(n for n in gm.graph.nodes if n.op == "call_function" and n.target is operator.mul).meta["example_value"] = value
+    node = next(n for n in gm.graph.nodes if n.op == "call_function" and n.target is operator.mul)
+    node.meta["example_value"] = value
     return gm
 
 
