@@ -17,7 +17,7 @@ import torch
 import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
 
-from aotcache import torch_internals, wrapper_loading
+from aotcache import torch_internals, wrapper_code, wrapper_loading
 from aotcache.errors import Bypass
 
 
@@ -221,11 +221,13 @@ def load_serialized(
     payload: bytes, metadata: dict[str, Any] | None = None, light_load: bool = False
 ) -> Callable[..., Any]:
     """The callable of a stored payload: no AOTAutograd tracing, no Inductor lowering. With `light_load` and the
-    entry's `wrapper_bindings` record in its `metadata`, without importing Inductor's compiler (wrapper_loading.py)."""
+    entry's `wrapper_bindings` record in its `metadata`, without importing Inductor's compiler (wrapper_loading.py),
+    and running the wrapper code its `wrapper_code` record holds instead of compiling the wrappers (wrapper_code.py)."""
     from torch._inductor.standalone_compile import AOTCompiledArtifact
 
     record = metadata.get("wrapper_bindings") if light_load and isinstance(metadata, dict) else None
-    with wrapper_loading.loading(wrapper_loading.Bindings.decode(record)):
+    stored = wrapper_code.decode(metadata.get("wrapper_code")) if record is not None else None
+    with wrapper_loading.loading(wrapper_loading.Bindings.decode(record), stored):
         return AOTCompiledArtifact.deserialize(wrapper_loading.lazy_decompositions(payload))
 
 

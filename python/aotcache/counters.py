@@ -163,6 +163,8 @@ def snapshot() -> dict[str, Any]:
     # instead of compiling, and restarts that could not be recorded. None of them is a hit, miss or bypass: Dynamo
     # counts no graph for an attempt it restarts.
     out["tensorify"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("tensorify.")}
+    # Wrapper modules a hit ran from the entry's compiled code (wrapper_code.py), or compiled from their text.
+    out["wrapper_code"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("wrapper_code.")}
     # Features this torch failed the check of (torch_internals.py): off for the process, one WARNING each.
     out["torch_internals_off"] = sorted(k.split(".", 2)[2] for k in c if k.startswith("torch_internals.off."))
     return out

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from aotcache import torch_internals
+from aotcache import counters, torch_internals, wrapper_code
 
 log = logging.getLogger("aotcache")
 
@@ -155,15 +155,32 @@ class Bindings:
             log.debug("unusable wrapper bindings %r", text, exc_info=True)
             return None
 
-    def rewrite(self, source: str, path: str) -> tuple[types.CodeType, dict[str, Any]] | None:
+    def rewrite(
+        self, source: str, path: str, stored: wrapper_code.Table | None = None
+    ) -> tuple[types.CodeType, dict[str, Any]] | None:
         """(code, names to bind before running it) for a wrapper's source with the covered top-level imports left
-        out; None when the source has none of them.
+        out; None when the source has none of them. The code is the one `stored` holds for the text, else compiled.
 
         Without building a Python AST (an `ast.parse` of a 100 KB wrapper allocates enough objects to set off the
         garbage collector, a full collection of the whole heap once in a while): each line that reads exactly as a
         covered import becomes `del <marker>`, a name bound beforehand, and the module is compiled from text. A marker
         missing from the module code's names was inside a string literal: that line is put back and the text compiled
         again. Line numbers are kept; running the code removes the markers."""
+
+        def code_of(text: str) -> types.CodeType:
+            code = stored.code_for(text, path) if stored is not None else None
+            counters.record({"wrapper_code.stored" if code is not None else "wrapper_code.compiled": 1}, None)
+            return code if code is not None else wrapper_code.compile_text(text, path)
+
+        done = self._rewrite(source, code_of)
+        return None if done is None else (done[0], done[1])
+
+    def compiled_text(self, source: str) -> tuple[str, types.CodeType] | None:
+        """(the text `rewrite` compiles for this source, its code under wrapper_code's file name), or None."""
+        done = self._rewrite(source, wrapper_code.compile_text)
+        return None if done is None else (done[2], done[0])
+
+    def _rewrite(self, source: str, code_of: Any) -> tuple[types.CodeType, dict[str, Any], str] | None:
         found = [m for m in _IMPORT_LINE.finditer(source) if _covered(m) in self.values]
         if not found or "__aotcache_import_" in source:
             return None
@@ -173,12 +190,13 @@ class Bindings:
                 parts += [source[end : m.start()], f"del __aotcache_import_{i}__"]
                 end = m.end()
             parts.append(source[end:])
-            code = compile("".join(parts), path, "exec", dont_inherit=True)
+            text = "".join(parts)
+            code = code_of(text)
             real = [m for i, m in enumerate(found) if f"__aotcache_import_{i}__" in code.co_names]
             if len(real) == len(found):
                 prebound = {_bound_as(m): self.values[_covered(m)] for m in found}
                 prebound.update((f"__aotcache_import_{i}__", None) for i in range(len(found)))
-                return code, prebound
+                return code, prebound, text
             found = real
         return None
 
@@ -225,21 +243,52 @@ _active = threading.local()
 
 
 @contextlib.contextmanager
-def loading(bindings: Bindings | None) -> Iterator[None]:
-    """Deserializations inside take the light path on this thread (torch's path when `bindings` is None)."""
+def loading(bindings: Bindings | None, stored: wrapper_code.Table | None = None) -> Iterator[None]:
+    """Deserializations inside take the light path on this thread (torch's path when `bindings` is None), running
+    the wrapper code `stored` holds where its text matches."""
     if bindings is None or not _install():
         yield
         return
-    outer = getattr(_active, "bindings", None)
-    _active.bindings = bindings
+    outer = getattr(_active, "bindings", None), getattr(_active, "stored", None)
+    _active.bindings, _active.stored = bindings, stored
     try:
         yield
     finally:
-        _active.bindings = outer
+        _active.bindings, _active.stored = outer
 
 
 def _current() -> Bindings | None:
     return getattr(_active, "bindings", None)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[str]]:
+    """The sources of the Python modules torch loads on this thread inside (a compile's wrappers), read as they are
+    loaded; empty when this torch fails the light load's check."""
+    sources: list[str] = []
+    if not _install():
+        yield sources
+        return
+    outer = getattr(_active, "recorded", None)
+    _active.recorded = sources
+    try:
+        yield sources
+    finally:
+        _active.recorded = outer
+
+
+def recorded_code(sources: list[str], bindings_record: str | None) -> str | None:
+    """The `wrapper_code` record (wrapper_code.py) for the wrappers among `sources`: the texts the light load will
+    compile for them under `bindings_record`, compiled here. None when there are none or no record applies."""
+    bindings = Bindings.decode(bindings_record)
+    if bindings is None or not sources:
+        return None
+    try:
+        compiled = dict(done for done in map(bindings.compiled_text, dict.fromkeys(sources)) if done is not None)
+        return wrapper_code.encode(compiled)
+    except Exception:  # a source that does not compile here: no record, the load compiles as torch would
+        log.debug("cannot record the compiled wrapper code", exc_info=True)
+        return None
 
 
 _install_lock = threading.Lock()
@@ -277,11 +326,19 @@ def _reload_python_module_with(original: Any) -> Any:
     def reload_python_module(key: str, path: str, set_sys_modules: bool = True) -> types.ModuleType:
         bindings = _current()
         if bindings is None:
-            return original(key, path, set_sys_modules=set_sys_modules)
+            mod = original(key, path, set_sys_modules=set_sys_modules)
+            recorded = getattr(_active, "recorded", None)
+            if recorded is not None:
+                try:
+                    with open(path) as f:
+                        recorded.append(f.read())
+                except OSError:  # gone already: that wrapper's code is not recorded
+                    pass
+            return mod
         with open(path) as f:
             source = f.read()
         try:
-            rewritten = bindings.rewrite(source, path)
+            rewritten = bindings.rewrite(source, path, getattr(_active, "stored", None))
         except Exception:  # torch's loader reports a source that does not compile, as it always does
             rewritten = None
         if rewritten is None:

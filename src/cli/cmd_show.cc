@@ -15,6 +15,9 @@
 namespace aotcache::cli {
 namespace {
 
+// Metadata values longer than this are cut in the text view (`show KEY --json` prints them whole).
+constexpr size_t k_shown_value_chars = 1024;
+
 // The entry's graph, decoded, and whether it is the graph the key was computed over: its graph and inputs
 // component digests equal the manifest's (the graph section is otherwise protected by the trailer only).
 struct ShownGraph {
@@ -138,7 +141,11 @@ int run_show(const Invocation& inv) {
   for (size_t k = 0; k + 1 < meta.items.size(); k += 2) {
     std::string label = meta.items[k].s;
     label.resize(std::max<size_t>(label.size(), 14), ' ');
-    *inv.out << label << " " << internal::value_to_text(meta.items[k + 1]) << "\n";
+    std::string text = internal::value_to_text(meta.items[k + 1]);
+    if (text.size() > k_shown_value_chars) {  // a compiled-code record runs to tens of KB: --json has it whole
+      text = text.substr(0, k_shown_value_chars) + "... (" + std::to_string(text.size()) + " chars; --json shows all)";
+    }
+    *inv.out << label << " " << text << "\n";
   }
   *inv.out << "manifest:\n";
   for (const auto& c : e.manifest.components) {

@@ -60,7 +60,8 @@ def test_another_working_directory_hits_graph_and_frame(run_fresh, tmp_path):
 
 def test_gpt_training_and_inference_graphs_both_hit(run_fresh):
     """A training step and a no_grad inference call are two graphs; both are cached, neither becomes dynamic. The
-    warm process loads them without importing Inductor's compiler (wrapper_loading.py); with that path off, torch's
+    warm process loads them without importing Inductor's compiler (wrapper_loading.py) nor compiling their wrappers
+    (wrapper_code.py); with that path off, torch's
     load path imports it and the results are the same."""
     cold = run_fresh("gpt")
     assert (cold.stats["misses"], cold.stats["bypasses"], cold.stats["errors"]) == (2, 0, 0), cold.stdout
@@ -69,6 +70,8 @@ def test_gpt_training_and_inference_graphs_both_hit(run_fresh):
     assert (warm.stats["hits"], warm.stats["misses"], warm.stats["bypasses"]) == (2, 0, 0), warm.stdout
     assert warm.aot_autograd == {}
     assert warm.compiler_modules == []
+    # Every wrapper (forward and backward of the step, the inference graph) ran from the entry's compiled code.
+    assert warm.stats["wrapper_code"].get("compiled", 0) == 0 and warm.stats["wrapper_code"]["stored"] >= 3, warm.stats
     assert_bitwise_equal(cold.tensors, warm.tensors)
     torch_path = run_fresh("gpt", env={"AOTCACHE_LIGHT_LOAD": "0"})
     assert (torch_path.stats["hits"], torch_path.stats["misses"]) == (2, 0), torch_path.stdout

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from aotcache import compiler, counters, kernels, tensorify
+from aotcache import compiler, counters, kernels, tensorify, wrapper_loading
 from aotcache.errors import Bypass
 from aotcache.pipeline.request import CompileRequest, Keyed
 
@@ -27,6 +27,7 @@ class Compiled:
     payload: bytes
     kernels: bytes
     seconds: float
+    wrapper_sources: list[str] = dataclasses.field(default_factory=list)  # the wrappers torch loaded in the compile
 
 
 def compile_for_cache(req: CompileRequest, keyed: Keyed) -> Compiled:
@@ -40,7 +41,7 @@ def compile_for_cache(req: CompileRequest, keyed: Keyed) -> Compiled:
         fakes = keyed.symbolic.fakes if keyed.symbolic is not None else None
     marked = tensorify.marked() if keyed.floats is not None else frozenset()
     try:
-        with kernels.capture(req.settings.kernels) as cap:
+        with kernels.capture(req.settings.kernels) as cap, wrapper_loading.recording() as wrapper_sources:
             fn, payload = compiler.compile_serializable(req.gm, req.example_inputs, req.options, symbolic_inputs=fakes)
     except Exception as e:
         if keyed.floats is not None and tensorify.is_restart(e):  # what backend="inductor" raises for this graph
@@ -55,7 +56,7 @@ def compile_for_cache(req: CompileRequest, keyed: Keyed) -> Compiled:
         counters.record({"kernels.not_captured": 1, f"kernels.not_captured.{why_not}": 1}, req.local)
     if compiler.graph_state(req.gm):
         fn = compiler.bind_to_graph(compiler.load_serialized(payload), req.gm)
-    return Compiled(fn, payload, bundle, seconds)
+    return Compiled(fn, payload, bundle, seconds, wrapper_sources)
 
 
 def _drop_copies_bound_to_state(req: CompileRequest, b: Bypass) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -71,7 +72,11 @@ def _persist_float_values(req: CompileRequest, keyed: Keyed, compiled: Compiled,
     written = None
     try:
         written = req.tiers.put(
-            key, compiled.payload, _metadata(compiled.seconds), _serialized_graph(keyed), compiled.kernels
+            key,
+            compiled.payload,
+            _metadata(compiled.seconds, wrapper_sources=compiled.wrapper_sources),
+            _serialized_graph(keyed),
+            compiled.kernels,
         )
         req.entry_key = key.hex
         written += _put_record(req, record_key, tensorify.encode_record(values=floats), 0.0, keyed) or 0
@@ -90,7 +95,9 @@ def _put_record(req: CompileRequest, key: _core.CacheKey, payload: bytes, second
         return None
 
 
-def _metadata(seconds: float, kind: str = "inductor_aot_artifact") -> dict[str, Any]:
+def _metadata(
+    seconds: float, kind: str = "inductor_aot_artifact", wrapper_sources: Sequence[str] = ()
+) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "compile_seconds": seconds,
         "created_unix": int(time.time()),
@@ -103,6 +110,9 @@ def _metadata(seconds: float, kind: str = "inductor_aot_artifact") -> dict[str, 
     bindings = wrapper_loading.recorded_bindings()
     if bindings is not None:
         metadata["wrapper_bindings"] = bindings
+        code = wrapper_loading.recorded_code(list(wrapper_sources), bindings)
+        if code is not None:
+            metadata["wrapper_code"] = code
     return metadata
 
 
@@ -117,7 +127,11 @@ def _persist_static(req: CompileRequest, keyed: Keyed, compiled: Compiled, writa
     if writable:
         try:
             written = req.tiers.put(
-                key, compiled.payload, _metadata(compiled.seconds), _serialized_graph(keyed), compiled.kernels
+                key,
+                compiled.payload,
+                _metadata(compiled.seconds, wrapper_sources=compiled.wrapper_sources),
+                _serialized_graph(keyed),
+                compiled.kernels,
             )
             req.entry_key = key.hex
         except _core.CacheError as e:
@@ -141,7 +155,11 @@ def _persist_guarded(req: CompileRequest, keyed: Keyed, compiled: Compiled, foun
         if not found.writable:  # the index under this key belongs to another writer (newer format, other keys)
             raise _core.CacheError("the guard index of this graph is not writable by this process")
         written = tiers.put(
-            candidate_key, compiled.payload, _metadata(compiled.seconds), _serialized_graph(keyed), compiled.kernels
+            candidate_key,
+            compiled.payload,
+            _metadata(compiled.seconds, wrapper_sources=compiled.wrapper_sources),
+            _serialized_graph(keyed),
+            compiled.kernels,
         )
         req.entry_key = candidate_key.hex
         req.index_key = key.hex
