@@ -55,14 +55,16 @@ test-cpp: build-cpp
 # the frame cache's own suites, those that never compile through aotcache (the bench report's arithmetic, the
 # wrapper-loading checks against torch's loader, the torch-internals probes), and those whose processes only write,
 # read or share entries, where the frames-on pass is the superset (frame entries are stored beside the graph ones,
-# and a served frame loads its graphs, kernels included, through the same path as a graph hit).
+# and a served frame loads its graphs, kernels included, through the same path as a graph hit: the remote tier's
+# suite, whose warm processes read graph and frame entries through the same tiers) or whose judgement is the cold
+# process's (cacheability: what the first process stores or bypasses, the same with frames on or off).
 BOTH_MODES_INSIDE := test_adversarial.py test_variant_bank.py test_zoo.py
 RUN_ONCE          := test_ddp.py test_enable.py test_frames.py test_frame_pairs.py test_frame_entry_format.py \
                      test_bench_report.py test_wrapper_loading.py test_torch_internals.py test_read_set.py \
                      test_store_faults.py test_store_robustness.py test_trust.py test_graph_format.py \
                      test_cli_archive.py test_settings.py test_isa_probe.py test_kernels.py test_single_flight.py \
                      test_lifted_state.py test_fault_injection.py test_counters.py \
-                     test_frame_trace.py test_wrapper_code.py
+                     test_frame_trace.py test_wrapper_code.py test_remote.py test_cacheability.py
 FRAMES_OFF_SUITES ?= $(filter-out $(addprefix tests/python/,$(BOTH_MODES_INSIDE) $(RUN_ONCE)),$(sort $(wildcard tests/python/test_*.py)))
 # pytest-xdist (--dist loadfile) gives each of its two workers one file at a time, the next in the list when a worker
 # is nearly done with its file. By default it sorts the files by their number of tests, which puts suites of few
