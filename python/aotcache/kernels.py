@@ -33,7 +33,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from aotcache import _core, counters, machine, torch_internals
+from aotcache import _core, counters, machine, thread_state, torch_internals
 
 log = logging.getLogger("aotcache")
 
@@ -133,12 +133,8 @@ def capture(enabled: bool = True) -> Iterator[Capture]:
         cap.unavailable = True
         yield cap
         return
-    outer = getattr(_capturing, "cap", None)
-    _capturing.cap = cap
-    try:
+    with thread_state.set_on_thread(_capturing, cap=cap):
         yield cap
-    finally:
-        _capturing.cap = outer
 
 
 _capturing = threading.local()
@@ -212,12 +208,8 @@ def _all_kernels_present() -> Iterator[None]:
     if not _install_hooks():
         yield
         return
-    outer = getattr(_present, "options", None)
-    _present.options = {}
-    try:
+    with thread_state.set_on_thread(_present, options={}):
         yield
-    finally:
-        _present.options = outer
 
 
 _hooks_lock = threading.Lock()

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from aotcache import counters, torch_internals, wrapper_code
+from aotcache import counters, thread_state, torch_internals, wrapper_code
 
 log = logging.getLogger("aotcache")
 
@@ -249,12 +249,8 @@ def loading(bindings: Bindings | None, stored: wrapper_code.Table | None = None)
     if bindings is None or not _install():
         yield
         return
-    outer = getattr(_active, "bindings", None), getattr(_active, "stored", None)
-    _active.bindings, _active.stored = bindings, stored
-    try:
+    with thread_state.set_on_thread(_active, bindings=bindings, stored=stored):
         yield
-    finally:
-        _active.bindings, _active.stored = outer
 
 
 def _current() -> Bindings | None:
@@ -269,12 +265,8 @@ def recording() -> Iterator[list[str]]:
     if not _install():
         yield sources
         return
-    outer = getattr(_active, "recorded", None)
-    _active.recorded = sources
-    try:
+    with thread_state.set_on_thread(_active, recorded=sources):
         yield sources
-    finally:
-        _active.recorded = outer
 
 
 def recorded_code(sources: list[str], bindings_record: str | None) -> str | None:
