@@ -126,7 +126,9 @@ def test_payload_keeps_the_newest_candidates():
     with pytest.raises(ValueError):
         entry.decode(b'{"format": 2, "candidates": []}')  # format 2 had no rolled-back reads: never served
     with pytest.raises(ValueError):
-        entry.decode(b'{"format": 4, "candidates": []}')
+        entry.decode(b'{"format": 3, "candidates": []}')  # format 3 had a guard per hook dict: traced again
+    with pytest.raises(ValueError):
+        entry.decode(b'{"format": 5, "candidates": []}')
 
 
 class PlainConfig:

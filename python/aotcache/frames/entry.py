@@ -3,7 +3,7 @@
 A frame entry lives in the same store as graph entries (checksummed, signed when a key is set, evicted, shared
 through the remote tier), with metadata `payload_kind` = KIND. Its payload is UTF-8 JSON:
 
-    {"format": 3, "candidates": [candidate, ...]}          newest last, at most MAX_CANDIDATES
+    {"format": 4, "candidates": [candidate, ...]}          newest last, at most MAX_CANDIDATES
     candidate = {
       "guards": base64 of Dynamo's pickled GuardsState (identity guards replaced by content guards, guards.py),
       "code": base64 of marshal(transformed code object) (Python version is in the key),
@@ -32,8 +32,9 @@ import json
 from typing import Any
 
 KIND = "aotcache.frame"
-# 2: candidates carry "reads" and "facts" (read_set.py); 3: and "rolled_back_reads". An older entry is never served.
-FORMAT = 3
+# 2: candidates carry "reads" and "facts" (read_set.py); 3: and "rolled_back_reads"; 4: a module's empty-hooks guards
+# are one guard (guards.aotcache_empty_hooks), which an older reader could not unpickle. An older entry is never served.
+FORMAT = 4
 MAX_CANDIDATES = 16
 
 

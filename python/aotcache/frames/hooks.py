@@ -133,6 +133,9 @@ def _log_guards(how: str, code: types.CodeType, guard_set: Any) -> None:
                 kind = fn.args[0]
             elif isinstance(fn, functools.partial) and fn.func is guards.aotcache_length_match:
                 kind = "EMPTY_NN_MODULE_HOOKS_DICT"
+            elif isinstance(fn, functools.partial) and fn.func is guards.aotcache_empty_hooks:
+                pairs.update((g.originating_source.name + "." + m, "EMPTY_NN_MODULE_HOOKS_DICT") for m in fn.args[0])
+                continue
             else:
                 kind = g.create_fn_name()
             pairs.add((g.name, kind))
@@ -259,6 +262,7 @@ def _serialize_recorded(
         rec.guard_names |= {row[0] for row in rec.rolled_back_reads}
     kept_stacks: dict[tuple, Any] = {}
     carried = [guards.without_stacks(guards.portable(builder, g), kept_stacks) for g in sorted_guards]
+    carried = guards.grouped_hook_guards(carried)
     carried.append(guards.storage_partition_guard(builder, live, rec.frame.f_globals))
     meshes = guards.mesh_guard(builder, live, rec.frame.f_globals)
     if meshes is not None:

@@ -79,6 +79,8 @@ def _guard_set(guards_b64: str) -> set[tuple]:
             kind = ("meshes", repr(fn.args))
         elif isinstance(fn, functools.partial) and fn.func is guards.aotcache_length_match:
             kind = ("length", repr(fn.args))
+        elif isinstance(fn, functools.partial) and fn.func is guards.aotcache_empty_hooks:
+            kind = ("empty_hooks", repr(fn.args))
         else:
             kind = (g.create_fn_name(),)
         out.add((_normal(g.name), *kind))
