@@ -36,9 +36,7 @@ def _worker(system: str, blocks: int, calls: int) -> None:
     import torch
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        *[torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()) for _ in range(blocks)]
-    )
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()) for _ in range(blocks)])
     if system == "eager":
         fn = model
     else:
@@ -74,7 +72,11 @@ def run(system: str, blocks: int, calls: int, cache: Path) -> dict:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "aotcache-inductor")
     done = subprocess.run(
         [sys.executable, __file__, "--worker", system, str(blocks), str(calls)],
-        env=env, capture_output=True, text=True, timeout=900, cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
     )
     rows = [json.loads(ln[4:]) for ln in done.stdout.splitlines() if ln.startswith("ROW ")]
     if done.returncode != 0 or len(rows) != 1:
@@ -104,7 +106,9 @@ def main() -> int:
                 for system in order if rep % 2 == 0 else order[::-1]:
                     runs[system].append(run(system, blocks, args.calls, Path(tmp)))
             if any(r.get("frames_served", 0) < 1 for r in runs["aotcache_warm"]):
-                raise RuntimeError(f"x{blocks}: a warm aotcache process did not serve its frame: {runs['aotcache_warm']}")
+                raise RuntimeError(
+                    f"x{blocks}: a warm aotcache process did not serve its frame: {runs['aotcache_warm']}"
+                )
             sums = {r["checksum"] for rs in runs.values() for r in rs}
             if len(sums) != 1:
                 raise RuntimeError(f"x{blocks}: results differ across systems: {sums}")

@@ -94,7 +94,7 @@ def test_a_manager_without_the_length_leaf_gets_the_same_check_in_python():
 
     guard = types.SimpleNamespace(name="L['m']._forward_pre_hooks", user_stack=None)
     guards.aotcache_length_match(0, _Builder(Manager()), guard)
-    (fn, parts), = calls
+    ((fn, parts),) = calls
     assert fn({}) and not fn({"h": 1})
     assert parts == ["aotcache len(L['m']._forward_pre_hooks) == 0"]
 
@@ -145,7 +145,9 @@ def test_the_empty_hooks_guard_fails_on_any_hook_or_a_non_dict():
     assert not root.check(types.SimpleNamespace(_forward_hooks={}, _forward_pre_hooks=[]))  # no dict
     assert not root.check(types.SimpleNamespace(_forward_hooks={}))  # one missing
     single = RootGuardManager()
-    guards.aotcache_empty_hooks(("_backward_hooks",), _Builder(single), types.SimpleNamespace(name="m", user_stack=None))
+    guards.aotcache_empty_hooks(
+        ("_backward_hooks",), _Builder(single), types.SimpleNamespace(name="m", user_stack=None)
+    )
     assert single.check(torch.nn.ReLU())
     relu = torch.nn.ReLU()
     relu.register_full_backward_hook(lambda m, gi, go: None)
