@@ -67,11 +67,19 @@ def test_two_distinct_tensors_match_no_sharing_and_a_shared_storage_does_not():
 
 
 class _Builder:
-    def __init__(self, manager):
-        self.manager = manager
+    """The two methods of Dynamo's guard builder the guards use: the guard's manager, and its value when loading
+    (`value`; without one, `get` fails as it would where the source cannot be read)."""
+
+    def __init__(self, manager, value=None):
+        self.manager, self.value = manager, value
 
     def get_guard_manager(self, guard):
         return self.manager
+
+    def get(self, guard):
+        if self.value is None:
+            raise KeyError(guard.name)
+        return self.value
 
 
 def test_a_hooks_dict_guard_runs_as_the_guard_managers_own_length_check():
@@ -128,13 +136,20 @@ def test_a_modules_hook_dict_guards_become_one_guard_on_the_module_in_the_first_
     assert out[1] is other and out[3] is carried[5] and out[4] is carried[6]
 
 
-def test_the_empty_hooks_guard_fails_on_any_hook_or_a_non_dict():
+@pytest.mark.parametrize("built", ["cpp leaves", "python check"])
+def test_the_empty_hooks_guard_fails_on_any_hook_or_a_non_dict(built):
     from torch._C._dynamo.guards import RootGuardManager
 
     root = RootGuardManager()
     members = ("_forward_hooks", "_forward_pre_hooks")
-    guards.aotcache_empty_hooks(members, _Builder(root), types.SimpleNamespace(name="L['m']", user_stack=None))
     module = torch.nn.Linear(2, 2)
+    builder = _Builder(root, value=module if built == "cpp leaves" else None)
+    guards.aotcache_empty_hooks(members, builder, types.SimpleNamespace(name="L['m']", user_stack=None))
+    if built == "cpp leaves":  # an accessor per hook dict, each with its C++ length leaf; nothing in Python
+        assert len(root.get_child_managers()) == 2 and not root.get_leaf_guards()
+        assert all(len(child.get_leaf_guards()) == 1 for child in root.get_child_managers())
+    else:
+        assert not root.get_child_managers() and len(root.get_leaf_guards()) == 1
     assert root.check(module)
     handle = module.register_forward_pre_hook(lambda m, args: None)
     assert not root.check(module)
@@ -145,10 +160,9 @@ def test_the_empty_hooks_guard_fails_on_any_hook_or_a_non_dict():
     assert not root.check(types.SimpleNamespace(_forward_hooks={}, _forward_pre_hooks=[]))  # no dict
     assert not root.check(types.SimpleNamespace(_forward_hooks={}))  # one missing
     single = RootGuardManager()
-    guards.aotcache_empty_hooks(
-        ("_backward_hooks",), _Builder(single), types.SimpleNamespace(name="m", user_stack=None)
-    )
-    assert single.check(torch.nn.ReLU())
     relu = torch.nn.ReLU()
+    builder = _Builder(single, value=relu if built == "cpp leaves" else None)
+    guards.aotcache_empty_hooks(("_backward_hooks",), builder, types.SimpleNamespace(name="m", user_stack=None))
+    assert single.check(torch.nn.ReLU())
     relu.register_full_backward_hook(lambda m, gi, go: None)
     assert not single.check(relu)

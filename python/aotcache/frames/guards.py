@@ -195,8 +195,27 @@ def grouped_hook_guards(carried: list[Any]) -> list[Any]:
 
 
 def aotcache_empty_hooks(members: tuple[str, ...], builder: Any, guard: Any) -> None:
-    """The guard builder's method of a module's empty-hooks guard: a leaf guard on the module that holds when each
-    hook dict in `members` is still an empty dict (what `aotcache_length_match(0)` checked for each)."""
+    """The guard builder's method of a module's empty-hooks guard: each hook dict in `members` must still be an empty
+    dict (what `aotcache_length_match(0)` checked for each). Built directly under the module's guard manager: an
+    attribute accessor per hook dict with the manager's own C++ dict-length leaf (checked on every call without a
+    Python call), not through Dynamo's source walk per guard. Where this torch's guard manager lacks those entry
+    points, one Python check on the module reads them all."""
+    manager = builder.get_guard_manager(guard)
+    parts = [f"aotcache no hooks on {guard.name}: {', '.join(members)} empty"]
+    try:
+        kind = _plain_manager_kind()
+        module = builder.get(guard)
+        for member in members:
+            child = manager.getattr_manager(
+                attr=member,
+                source=f"{guard.name}.{member}",
+                example_value=getattr(module, member, None),
+                guard_manager_enum=kind,
+            )
+            child.add_dict_length_check_guard(0, [f"aotcache not {guard.name}.{member}"], guard.user_stack)
+        return
+    except Exception:  # the leaves added so far only check more; the Python check below checks all
+        pass
     get = operator.attrgetter(*members)
     dict_type = dict
 
@@ -212,9 +231,14 @@ def aotcache_empty_hooks(members: tuple[str, ...], builder: Any, guard: Any) -> 
                 return False
         return True
 
-    builder.get_guard_manager(guard).add_lambda_guard(
-        check, [f"aotcache no hooks on {guard.name}: {', '.join(members)} empty"], guard.user_stack
-    )
+    manager.add_lambda_guard(check, parts, guard.user_stack)
+
+
+@functools.cache
+def _plain_manager_kind() -> Any:
+    from torch._dynamo.guards import GuardManagerType
+
+    return GuardManagerType.GUARD_MANAGER
 
 
 def keep_builtins(check_fn_manager: Any, carried: list[Any], output_graph: Any) -> None:
