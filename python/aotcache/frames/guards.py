@@ -129,10 +129,10 @@ def aotcache_content_match(kind: str, description: tuple, builder: Any, guard: A
 
 
 def aotcache_length_match(length: int, builder: Any, guard: Any) -> None:
-    """The guard builder's method of a length guard (a module's hooks dict: empty when recorded). A GPT-2 124M
-    frame carries ~900 of them (four hook dicts per module): the guard manager's own C++ leaf for a dict's length
-    checks each without a Python call (and fails on a value that is no dict); a manager without that leaf gets the
-    same check as a Python lambda."""
+    """The guard builder's method of a length guard on a module's hooks dict (format 3 wrote one per empty hook dict;
+    format 4 groups those, `grouped_hook_guards`, and keeps this for a dict of another length): the guard manager's
+    own C++ leaf for a dict's length, checked without a Python call (it fails on a value that is no dict); a manager
+    without that leaf gets the same check as a Python lambda."""
     manager = builder.get_guard_manager(guard)
     parts = [f"aotcache len({guard.name}) == {length}"]
     add_dict_length = getattr(manager, "add_dict_length_check_guard", None)
@@ -160,8 +160,8 @@ def grouped_hook_guards(carried: list[Any]) -> list[Any]:
     """`carried` with each module's empty-hooks guards (`aotcache_length_match(0)` on a hook dict attribute) made
     one guard on the module (`aotcache_empty_hooks`), in the place of the first. Six guards per module were most of
     a frame's guards (a model of 100 blocks of two modules: 1806 of 3033), each rebuilt on load through Dynamo's
-    source walk and checked on every call through its own attribute accessor; one Python check per module reads all
-    its hook dicts at once."""
+    source walk and, in format 3, checked on every call by a Python lambda; the grouped guard builds its checks
+    straight under the module's guard manager (`aotcache_empty_hooks`)."""
     from torch._dynamo.source import AttrSource
 
     members: dict[str, list[str]] = {}
