@@ -201,7 +201,6 @@ def aotcache_empty_hooks(members: tuple[str, ...], builder: Any, guard: Any) -> 
     Python call), not through Dynamo's source walk per guard. Where this torch's guard manager lacks those entry
     points, one Python check on the module reads them all."""
     manager = builder.get_guard_manager(guard)
-    parts = [f"aotcache no hooks on {guard.name}: {', '.join(members)} empty"]
     try:
         kind = _plain_manager_kind()
         module = builder.get(guard)
@@ -231,6 +230,7 @@ def aotcache_empty_hooks(members: tuple[str, ...], builder: Any, guard: Any) -> 
                 return False
         return True
 
+    parts = [f"aotcache no hooks on {guard.name}: {', '.join(members)} empty"]
     manager.add_lambda_guard(check, parts, guard.user_stack)
 
 
