@@ -60,7 +60,7 @@ class FileSystem {
   virtual Result<std::optional<std::string>> read_file_prefix(const std::string& path, size_t max_bytes) = 0;
   // Opens an existing file for reading; NotFound when it does not exist, IOError otherwise.
   virtual Result<std::unique_ptr<SequentialFile>> new_sequential_file(const std::string& path) = 0;
-  // Creates a new file (IOError when it exists: O_EXCL), mode 0644 before umask.
+  // Creates a new file (IOError when it exists: O_EXCL), private (mode 0600) whatever the umask.
   virtual Result<std::unique_ptr<WritableFile>> new_writable_file(const std::string& path) = 0;
   // Atomically replaces `to` with `from` (same file system).
   virtual Status rename_file(const std::string& from, const std::string& to) = 0;
@@ -68,6 +68,7 @@ class FileSystem {
   virtual Status sync_dir(const std::string& dir) = 0;
   // Size and mtime of a file; nullopt when it does not exist.
   virtual Result<std::optional<DirEntry>> stat_file(const std::string& path) = 0;
+  // Creates `path` and the folders above it that are missing, private (mode 0700) whatever the umask.
   virtual Status create_dirs(const std::string& path) = 0;
   // A missing file is not an error.
   virtual Status remove_file(const std::string& path) = 0;

@@ -27,11 +27,11 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 from aotcache import machine, torch_internals
+from aotcache.storage import private_files
 
 log = logging.getLogger("aotcache")
 
@@ -70,6 +70,10 @@ def read_memo(path: str, fp: dict[str, Any]) -> dict[str, bool]:
     """The remembered results, or {} when the file is missing, unreadable or not for this fingerprint."""
     try:
         with open(path, encoding="utf-8") as f:
+            st = os.fstat(f.fileno())
+            if st.st_uid not in (os.geteuid(), 0) or st.st_mode & 0o022:
+                log.info("ignoring the vector-ISA probe memo %s: another user could have written it", path)
+                return {}
             data = json.load(f)
     except FileNotFoundError:
         return {}
@@ -83,17 +87,10 @@ def read_memo(path: str, fp: dict[str, Any]) -> dict[str, bool]:
 
 
 def _write_memo(path: str, fp: dict[str, Any], results: dict[str, bool]) -> None:
-    """Atomically (temporary file + rename), so a reader sees the old memo or the new one."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".vec-isa-", suffix=".tmp", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"fingerprint": fp, "results": dict(sorted(results.items()))}, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Atomically (temporary file + rename), so a reader sees the old memo or the new one; private (0700 folder,
+    0600 file) whatever the umask."""
+    data = {"fingerprint": fp, "results": dict(sorted(results.items()))}
+    private_files.write_atomic(path, json.dumps(data, indent=1, sort_keys=True))
 
 
 _entered = False  # the memo is consulted once per process: torch keeps the answer after that

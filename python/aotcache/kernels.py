@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from aotcache import _core, counters, machine, thread_state, torch_internals
+from aotcache.storage import private_files
 
 log = logging.getLogger("aotcache")
 
@@ -252,11 +253,7 @@ def _plain_header_with(real: Any) -> Any:
         root = os.path.join(_inductor_dir(), "aotcache-headers")
         path = os.path.join(root, hashlib.sha256(header.encode()).hexdigest()[:32] + ".h")
         if not os.path.exists(path):
-            os.makedirs(root, exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(f"#include <{header}>\n")
-            os.replace(tmp, path)
+            private_files.write_atomic(path, f"#include <{header}>\n")
         return path
 
     precompile_header._aotcache_replaces = real  # type: ignore[attr-defined]

@@ -2,13 +2,14 @@
 #include <ostream>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 
 namespace aotcache::cli {
 
 int run_explain(const Invocation& inv) {
   const auto pos = inv.positional();
   if (pos.size() != 2) {
-    *inv.err << "usage: aotcache explain KEY_A KEY_B\n";
+    *inv.err << usage_line("explain");
     return k_exit_usage;
   }
   Entry entries[2];

@@ -4,6 +4,7 @@
 
 #include "aotcache/archive.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "cli/progress.h"
 
 namespace aotcache::cli {
@@ -12,7 +13,7 @@ int run_export(const Invocation& inv) {
   const auto pos = inv.positional();
   if (std::string bad = inv.bad_option({}, {}); !bad.empty() || pos.empty()) {
     *inv.err << "aotcache export: " << (bad.empty() ? "missing FILE" : bad)
-             << "\nusage: aotcache export FILE [KEY...]\n";
+             << "\n" << usage_line("export");
     return k_exit_usage;
   }
   int rc = k_exit_ok;

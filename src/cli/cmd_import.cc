@@ -5,6 +5,7 @@
 
 #include "aotcache/archive.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "cli/progress.h"
 
 namespace aotcache::cli {
@@ -12,7 +13,7 @@ namespace aotcache::cli {
 int run_import(const Invocation& inv) {
   const auto pos = inv.positional();
   if (std::string bad = inv.bad_option({}, {}); !bad.empty() || pos.size() != 1) {
-    *inv.err << "aotcache import: " << (bad.empty() ? "expected one FILE" : bad) << "\nusage: aotcache import FILE\n";
+    *inv.err << "aotcache import: " << (bad.empty() ? "expected one FILE" : bad) << "\n" << usage_line("import");
     return k_exit_usage;
   }
   auto reader = ArchiveReader::open(default_file_system(), pos[0]);

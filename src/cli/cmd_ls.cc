@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "cli/json_writer.h"
 
 namespace aotcache::cli {
@@ -22,7 +23,7 @@ int run_ls(const Invocation& inv) {
              << (!bad.empty()                ? bad
                  : !inv.positional().empty() ? "unexpected argument " + inv.positional()[0]
                                              : "unknown sort order '" + sort + "'")
-             << "\nusage: aotcache ls [--json] [--sort age|size|saved]\n";
+             << "\n" << usage_line("ls");
     return k_exit_usage;
   }
   struct Row {

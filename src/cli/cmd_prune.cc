@@ -2,6 +2,7 @@
 #include <ostream>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "cli/progress.h"
 
 namespace aotcache::cli {
@@ -28,7 +29,7 @@ int run_prune(const Invocation& inv) {
         return k_exit_usage;
       }
     } else {
-      *inv.err << "usage: aotcache prune [--max-size SIZE] [--older-than AGE]\n";
+      *inv.err << usage_line("prune");
       return k_exit_usage;
     }
   }

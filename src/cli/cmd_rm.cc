@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "cli/progress.h"
 
 namespace aotcache::cli {
@@ -10,7 +11,7 @@ namespace aotcache::cli {
 int run_rm(const Invocation& inv) {
   const auto pos = inv.positional();
   if (pos.empty()) {
-    *inv.err << "usage: aotcache rm KEY...\n";
+    *inv.err << usage_line("rm");
     return k_exit_usage;
   }
   int rc = k_exit_ok;
@@ -29,7 +30,7 @@ int run_rm(const Invocation& inv) {
 
 int run_clear(const Invocation& inv) {
   if (!inv.args.empty()) {
-    *inv.err << "aotcache clear: takes no arguments\nusage: aotcache clear\n";
+    *inv.err << "aotcache clear: takes no arguments\n" << usage_line("clear");
     return k_exit_usage;
   }
   auto entries = inv.store->list();

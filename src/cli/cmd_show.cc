@@ -8,6 +8,7 @@
 #include "aotcache/serialize.h"
 #include "base/sha256.h"
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "cli/json_writer.h"
 #include "key/canonical_encoder.h"
 #include "key/summary.h"
@@ -69,7 +70,7 @@ ShownGraph shown_graph(const Entry& e) {
 int run_show(const Invocation& inv) {
   const auto pos = inv.positional();
   if (pos.size() != 1) {
-    *inv.err << "usage: aotcache show KEY [--json]\n";
+    *inv.err << usage_line("show");
     return k_exit_usage;
   }
   auto key = resolve_key(*inv.store, pos[0]);

@@ -2,6 +2,7 @@
 #include <ostream>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "cli/json_writer.h"
 
 namespace aotcache::cli {
@@ -9,7 +10,7 @@ namespace aotcache::cli {
 int run_stats(const Invocation& inv) {
   if (std::string bad = inv.bad_option({"--json", "--zero"}, {}); !bad.empty() || !inv.positional().empty()) {
     *inv.err << "aotcache stats: " << (bad.empty() ? "unexpected argument" : bad)
-             << "\nusage: aotcache stats [--json] [--zero]\n";
+             << "\n" << usage_line("stats");
     return k_exit_usage;
   }
   if (inv.flag("--zero")) {

@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 #include "cli/progress.h"
 
 namespace aotcache::cli {
@@ -11,7 +12,7 @@ namespace aotcache::cli {
 int run_verify(const Invocation& inv) {
   if (std::string bad = inv.bad_option({"--fix"}, {}); !bad.empty() || !inv.positional().empty()) {
     *inv.err << "aotcache verify: " << (bad.empty() ? "unexpected argument" : bad)
-             << "\nusage: aotcache verify [--fix]\n";
+             << "\n" << usage_line("verify");
     return k_exit_usage;
   }
   const bool fix = inv.flag("--fix");

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 
 #ifndef AOTCACHE_VERSION
 #define AOTCACHE_VERSION "unknown"
@@ -24,42 +25,38 @@ std::string env(const char* name) {
   return value != nullptr ? value : "";
 }
 
-const char* k_usage =
-    "usage: aotcache [--dir DIR] COMMAND [ARGS]\n"
-    "\n"
-    "Inspect and manage an aotcache cache directory (default: $AOTCACHE_DIR or ~/.cache/aotcache).\n"
-    "\n"
-    "commands:\n"
-    "  stats [--json] [--zero]   cumulative hits, misses, bypasses, errors; entry count and size\n"
-    "  ls [--json]               list entries, newest first\n"
-    "  show KEY [--json]         an entry's header, manifest and metadata (KEY may be a unique prefix)\n"
-    "  explain KEY_A KEY_B       the key components that differ between two entries\n"
-    "  rm KEY...                 remove entries\n"
-    "  clear                     remove all entries (statistics stay)\n"
-    "  prune [--max-size SIZE] [--older-than AGE]\n"
-    "                            remove entries unused for AGE (7d, 12h), then least recently used ones down to\n"
-    "                            SIZE (10G, 500M; default $AOTCACHE_MAX_SIZE or 10G)\n"
-    "  verify [--fix]            check every entry's checksum and format; --fix moves bad ones to quarantine/\n"
-    "  export FILE [KEY...]      write all entries (or the named ones) to one archive file\n"
-    "  import FILE               add an archive's entries, each verified first; bad ones are skipped\n"
-    "  run [--] COMMAND [ARGS]   run COMMAND with every torch.compile of its process tree that uses the default\n"
-    "                            backend (inductor) going through aotcache (sets AOTCACHE_ENABLE=1, and AOTCACHE_DIR\n"
-    "                            with --dir); works under torchrun, accelerate launch, ...; exits with COMMAND's "
-    "status\n"
-    "\n"
-    "ls takes --sort age|size|saved (default age). verify, export, import, prune and clear show a progress bar when\n"
-    "stderr is a terminal. AOTCACHE_EVICTION=lru|saved-per-byte picks what prune and the size bound remove first.\n"
-    "AOTCACHE_SIGNING_KEY (and AOTCACHE_SIGNING_KEYS_ACCEPTED) make entries not signed by an accepted key untrusted:\n"
-    "verify reports them apart and leaves them in place.\n"
-    "Exit codes: 0 ok, 1 failure, 2 bad arguments.\n";
+bool is_help(const std::string& a) { return a == "--help" || a == "-h"; }
 
-// `aotcache run [--] COMMAND...`: the process tree of COMMAND routes torch.compile's default backend through
-// aotcache (python/aotcache/startup.py reads AOTCACHE_ENABLE at interpreter start, through aotcache-enable.pth).
+// `aotcache run [--dir DIR] [-h|--help] [--] COMMAND...`: the process tree of COMMAND routes torch.compile's default
+// backend through aotcache (python/aotcache/startup.py reads AOTCACHE_ENABLE at interpreter start, through
+// aotcache-enable.pth). run's own options come before COMMAND; `--` ends them, the first other word starts COMMAND.
 // Replaces this process, so COMMAND's exit status and signals are the caller's.
-int exec_run(const std::string& dir, int argc, char** argv, int first) {
-  if (first < argc && std::strcmp(argv[first], "--") == 0) ++first;
+int exec_run(std::string dir, int argc, char** argv, int first) {
+  for (; first < argc; ++first) {
+    const std::string a = argv[first];
+    if (a == "--") {
+      ++first;
+      break;
+    }
+    if (a.empty() || a[0] != '-') break;
+    if (is_help(a)) {
+      std::cout << aotcache::cli::command_usage("run");
+      return aotcache::cli::k_exit_ok;
+    }
+    if (a == "--dir" && first + 1 < argc) {
+      dir = argv[++first];
+    } else if (a.rfind("--dir=", 0) == 0) {
+      dir = a.substr(6);
+    } else {
+      std::cerr << "aotcache run: " << (a == "--dir" ? "--dir needs a directory" : "unknown option " + a)
+                << " (a command that starts with '-' goes after --)\n"
+                << aotcache::cli::usage_line("run");
+      return aotcache::cli::k_exit_usage;
+    }
+  }
   if (first >= argc) {
-    std::cerr << "aotcache run: a command to run is needed (aotcache run -- python train.py)\n";
+    std::cerr << "aotcache run: a command to run is needed (aotcache run -- python train.py)\n"
+              << aotcache::cli::usage_line("run");
     return aotcache::cli::k_exit_usage;
   }
   if (setenv("AOTCACHE_ENABLE", "1", 1) != 0 || (!dir.empty() && setenv("AOTCACHE_DIR", dir.c_str(), 1) != 0)) {
@@ -79,8 +76,15 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest;
   for (int k = 1; k < argc; ++k) {
     std::string a = argv[k];
-    if (a == "--help" || a == "-h") {
-      std::cout << k_usage;
+    if (is_help(a)) {  // before the command: the overview; after it: the command's own help
+      if (rest.empty()) {
+        std::cout << aotcache::cli::program_usage();
+      } else if (aotcache::cli::find_command_help(rest[0]) == nullptr) {
+        std::cerr << "aotcache: unknown command '" << rest[0] << "'\n" << aotcache::cli::program_usage();
+        return aotcache::cli::k_exit_usage;
+      } else {
+        std::cout << aotcache::cli::command_usage(rest[0]);
+      }
       return aotcache::cli::k_exit_ok;
     }
     if (a == "--version") {
@@ -89,7 +93,7 @@ int main(int argc, char** argv) {
     }
     if (a == "--dir") {  // a global option, before or after the command
       if (k + 1 >= argc) {
-        std::cerr << "aotcache: --dir needs a directory\n" << k_usage;
+        std::cerr << "aotcache: --dir needs a directory\n" << aotcache::cli::program_usage();
         return aotcache::cli::k_exit_usage;
       }
       dir = argv[++k];
@@ -99,11 +103,24 @@ int main(int argc, char** argv) {
       dir = a.substr(6);
       continue;
     }
-    if (rest.empty() && a == "run") return exec_run(dir, argc, argv, k + 1);  // the rest is the command's own
+    if (rest.empty() && a == "run") return exec_run(dir, argc, argv, k + 1);  // the rest is run's and the command's
+    if (rest.empty() && a == "help") {  // `aotcache help [COMMAND]`
+      if (k + 1 >= argc) {
+        std::cout << aotcache::cli::program_usage();
+        return aotcache::cli::k_exit_ok;
+      }
+      const std::string name = argv[k + 1];
+      if (aotcache::cli::find_command_help(name) == nullptr) {
+        std::cerr << "aotcache: unknown command '" << name << "'\n" << aotcache::cli::program_usage();
+        return aotcache::cli::k_exit_usage;
+      }
+      std::cout << aotcache::cli::command_usage(name);
+      return aotcache::cli::k_exit_ok;
+    }
     rest.push_back(a);
   }
   if (rest.empty()) {
-    std::cerr << k_usage;
+    std::cerr << aotcache::cli::program_usage();
     return aotcache::cli::k_exit_usage;
   }
   static const std::map<std::string, int (*)(const Invocation&)> k_commands = {
@@ -115,7 +132,7 @@ int main(int argc, char** argv) {
   };
   auto cmd = k_commands.find(rest[0]);
   if (cmd == k_commands.end()) {
-    std::cerr << "aotcache: unknown command '" << rest[0] << "'\n" << k_usage;
+    std::cerr << "aotcache: unknown command '" << rest[0] << "'\n" << aotcache::cli::program_usage();
     return aotcache::cli::k_exit_usage;
   }
   if (dir.empty()) dir = aotcache::default_cache_dir(env("AOTCACHE_DIR"), env("XDG_CACHE_HOME"), env("HOME"));

@@ -19,6 +19,12 @@
 namespace aotcache {
 namespace {
 
+// Everything the store creates is private whatever the umask (a umask only removes bits): whoever can write a
+// cache directory or an entry can plant code in the processes that load from it (python/aotcache/storage/trust.py
+// refuses such a directory), and entries can hold what a model was trained on.
+constexpr mode_t k_private_dir_mode = 0700;
+constexpr mode_t k_private_file_mode = 0600;
+
 Status errno_status(const std::string& what, const std::string& path) {
   return Status::io_error(what + " " + path + ": " + std::strerror(errno));
 }
@@ -122,7 +128,7 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Result<std::unique_ptr<WritableFile>> new_writable_file(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, k_private_file_mode);
     if (fd < 0) return errno_status("cannot create", path);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(fd, path));
   }
@@ -160,8 +166,7 @@ class PosixFileSystem final : public FileSystem {
       pos = path.find('/', pos + 1);
       cur = path.substr(0, pos);
       if (cur.empty()) continue;
-      // Private (0700): whoever can write a cache directory can plant code in the processes that load from it.
-      if (mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) return errno_status("cannot create directory", cur);
+      if (mkdir(cur.c_str(), k_private_dir_mode) != 0 && errno != EEXIST) return errno_status("cannot create directory", cur);
     }
     struct stat st {};
     if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::io_error("not a directory: " + path);
@@ -218,7 +223,7 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Result<std::unique_ptr<FileLock>> lock_file(const std::string& path) override {
-    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, k_private_file_mode);
     if (fd < 0) return errno_status("cannot open lock", path);
     while (flock(fd, LOCK_EX) != 0) {
       if (errno != EINTR) {
@@ -234,7 +239,7 @@ class PosixFileSystem final : public FileSystem {
     // A releaser removes the file before unlocking: whoever locked the removed inode sees that `path` no longer
     // names it and starts over on a new file. Bounded: each round needs another holder to come and go.
     for (int attempt = 0; attempt < 1000; ++attempt) {
-      int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, k_private_file_mode);
       if (fd < 0) return errno_status("cannot open lock", path);
       int rc;
       while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {

@@ -1,6 +1,8 @@
 // Local store on a real temporary directory: put/get, miss, corruption, counters.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -8,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "aotcache/archive.h"
 #include "aotcache/store.h"
 #include "base/sha256.h"
 #include "testing/sample_graphs.h"
@@ -537,6 +540,58 @@ TEST_F(LocalStoreTest, PeekDoesNotMarkTheEntryUsed) {
   ASSERT_EQ(stat(store_->entry_path(key).c_str(), &st), 0);
   EXPECT_GT(st.st_mtime, 1000) << "get marks it used";
   EXPECT_FALSE(store_->peek(std::string(64, 'f'))->has_value());
+}
+
+// Every folder and file the store makes (entries, shard folders, the graph index, statistics, the size ledger,
+// compile locks, quarantine, temporary files, an exported archive) is private whatever the umask: under umask 002
+// (a private group per user) and 000 a new cache is as private as under 022, so the trust check never has to
+// refuse the cache's own work.
+std::vector<std::string> not_private;
+int collect_not_private(const char* path, const struct stat* st, int, struct FTW*) {
+  if ((st->st_mode & 077) != 0) not_private.push_back(path);
+  return 0;
+}
+
+TEST(LocalStorePrivacy, EverythingTheStoreMakesIsPrivateWhateverTheUmask) {
+  for (mode_t mask : {0000, 0002, 0022}) {
+    char tmpl[] = "/tmp/aotcache_umask_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string root = tmpl;
+    const mode_t before = ::umask(mask);
+    {
+      auto opened = LocalStore::open(root + "/new/cache");  // folders above it made too
+      ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+      auto& store = **opened;
+      Graph g = testing::linear_relu_graph();
+      auto k = compute_key(testing::linear_relu_inputs(&g));
+      ASSERT_TRUE(k.ok());
+      Entry e;
+      e.key_digest = k->digest;
+      e.manifest = k->manifest;
+      e.metadata = Value::dict({});
+      e.payload = "payload";
+      const std::string key = internal::to_hex(e.key_digest);
+      ASSERT_TRUE(store.put(e).ok());
+      ASSERT_TRUE(store.add_counters({{"hits", 1}}).ok());
+      auto lock = store.try_compile_lock(std::string(64, 'c'));
+      ASSERT_TRUE(lock.ok() && *lock != nullptr);
+      auto bytes = store.read_entry_file(key);
+      ASSERT_TRUE(bytes.ok() && bytes->has_value());
+      auto writer = ArchiveWriter::create(default_file_system(), root + "/new/export.aotca");
+      ASSERT_TRUE(writer.ok());
+      ASSERT_TRUE((*writer)->add(**bytes).ok());
+      ASSERT_TRUE(store.quarantine(key).ok());
+      ASSERT_TRUE(store.put(e).ok());
+      not_private.clear();
+      ASSERT_EQ(nftw((root + "/new").c_str(), collect_not_private, 16, FTW_PHYS), 0);  // the lock and temp file too
+      ASSERT_TRUE((*writer)->commit().ok());
+      ASSERT_EQ(nftw((root + "/new").c_str(), collect_not_private, 16, FTW_PHYS), 0);
+    }
+    ::umask(before);
+    EXPECT_TRUE(not_private.empty()) << "umask " << std::oct << mask << std::dec << ": " << not_private.size() << " not private, first "
+                                     << (not_private.empty() ? "" : not_private[0]);
+    ASSERT_EQ(std::system(("rm -rf " + root).c_str()), 0);
+  }
 }
 
 }  // namespace

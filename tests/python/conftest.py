@@ -50,7 +50,14 @@ class FreshProcess:
     """A workload running in a new interpreter; `result()` waits for it and parses its RESULT line."""
 
     def __init__(
-        self, workload: str, out: Path, flags: tuple[str, ...], env: dict, expect_ok: bool, cwd: Path | None = None
+        self,
+        workload: str,
+        out: Path,
+        flags: tuple[str, ...],
+        env: dict,
+        expect_ok: bool,
+        cwd: Path | None = None,
+        umask: int = -1,
     ):
         self.workload, self.out, self.expect_ok = workload, out, expect_ok
         self.stdout_path, self.stderr_path = out.with_suffix(".stdout"), out.with_suffix(".stderr")
@@ -62,6 +69,7 @@ class FreshProcess:
                 stdout=stdout,
                 stderr=stderr,
                 text=True,
+                umask=umask,
             )
 
     def wait_for_output(self, text: str, timeout: float = 300) -> None:
@@ -98,13 +106,18 @@ class FreshProcess:
 
 @pytest.fixture
 def spawn_fresh(tmp_path, cache_dir, inductor_dir):
-    """spawn_fresh(workload, *flags, env={...}, cwd=None) -> FreshProcess, started in a new interpreter against
-    `cache_dir` (several may run at once)."""
+    """spawn_fresh(workload, *flags, env={...}, cwd=None, umask=-1) -> FreshProcess, started in a new interpreter
+    against `cache_dir` (several may run at once; umask -1 keeps this process's)."""
     counter = iter(range(1000))
     started: list[FreshProcess] = []
 
     def spawn(
-        workload: str, *flags: str, env: dict | None = None, expect_ok: bool = True, cwd: Path | None = None
+        workload: str,
+        *flags: str,
+        env: dict | None = None,
+        expect_ok: bool = True,
+        cwd: Path | None = None,
+        umask: int = -1,
     ) -> FreshProcess:
         out = tmp_path / f"run{next(counter)}.pt"
         full_env = dict(os.environ)
@@ -116,7 +129,7 @@ def spawn_fresh(tmp_path, cache_dir, inductor_dir):
             }
         )
         full_env.update(env or {})
-        started.append(FreshProcess(workload, out, flags, full_env, expect_ok, cwd))
+        started.append(FreshProcess(workload, out, flags, full_env, expect_ok, cwd, umask))
         return started[-1]
 
     yield spawn
@@ -128,12 +141,18 @@ def spawn_fresh(tmp_path, cache_dir, inductor_dir):
 
 @pytest.fixture
 def run_fresh(spawn_fresh):
-    """run_fresh(workload, *flags, env={...}, cwd=None) -> RunResult, in a new interpreter against `cache_dir`."""
+    """run_fresh(workload, *flags, env={...}, cwd=None, umask=-1) -> RunResult, in a new interpreter against
+    `cache_dir`."""
 
     def run(
-        workload: str, *flags: str, env: dict | None = None, expect_ok: bool = True, cwd: Path | None = None
+        workload: str,
+        *flags: str,
+        env: dict | None = None,
+        expect_ok: bool = True,
+        cwd: Path | None = None,
+        umask: int = -1,
     ) -> RunResult:
-        return spawn_fresh(workload, *flags, env=env, expect_ok=expect_ok, cwd=cwd).result()
+        return spawn_fresh(workload, *flags, env=env, expect_ok=expect_ok, cwd=cwd, umask=umask).result()
 
     return run
 

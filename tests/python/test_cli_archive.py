@@ -204,3 +204,46 @@ def test_imported_cache_hits_in_a_fresh_process(tmp_path, run_fresh, cache_dir):
     assert warm.stats["hits"] == cold.stats["misses"] and warm.stats["misses"] == 0
     assert warm.aot_autograd == {}  # loaded by aotcache, not compiled by AOTAutograd
     assert_bitwise_equal(cold.tensors, warm.tensors)
+
+
+def _commands() -> list[str]:
+    """The subcommands the overview lists (the CLI's own table, src/cli/help.cc)."""
+    out = _run("--help")
+    assert out.returncode == 0
+    lines = out.stdout.split("commands:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    return [ln.split()[0] for ln in lines if ln.startswith("  ") and not ln.startswith("    ")]
+
+
+def test_every_subcommand_answers_help_with_its_usage(tmp_path):
+    """`aotcache CMD --help` (and -h, and `aotcache help CMD`) prints that command's usage and exits 0, without a
+    cache directory; before the fix `aotcache run --help` ran a program named --help (exit 127) and the others
+    printed the overview."""
+    commands = _commands()
+    assert set(commands) >= {"stats", "ls", "show", "explain", "rm", "clear", "prune", "verify", "export", "import"}
+    assert "run" in commands
+    env = {**os.environ, "AOTCACHE_DIR": str(tmp_path / "none")}
+    for name in commands:
+        for args in ([name, "--help"], [name, "-h"], ["help", name], ["--dir", str(tmp_path), name, "--help"]):
+            out = subprocess.run([str(EXE), *args], capture_output=True, text=True, timeout=60, env=env)
+            assert out.returncode == 0, (args, out.stderr)
+            assert out.stdout.startswith(f"usage: aotcache {name}"), (args, out.stdout)
+            assert len(out.stdout.splitlines()) >= 3, out.stdout  # a description, not only the usage line
+    assert not (tmp_path / "none").exists()  # help never opens (nor creates) a cache directory
+    bad = _run("nope", "--help")
+    assert bad.returncode == 2 and "unknown command 'nope'" in bad.stderr
+
+
+def test_run_takes_its_own_options_before_the_command(tmp_path):
+    show = ["sh", "-c", 'echo "$AOTCACHE_ENABLE $AOTCACHE_DIR $*"', "sh"]
+    out = _run("run", "--dir", str(tmp_path / "a"), *show, "--help")
+    assert out.returncode == 0 and out.stdout.split() == ["1", str(tmp_path / "a"), "--help"]  # the command's own
+    out = _run("run", f"--dir={tmp_path / 'b'}", "--", *show, "x")
+    assert out.stdout.split() == ["1", str(tmp_path / "b"), "x"]
+    out = _run("--dir", str(tmp_path / "c"), "run", *show)  # the global --dir still applies
+    assert out.stdout.split() == ["1", str(tmp_path / "c")]
+    unknown = _run("run", "--bogus", "true")
+    assert unknown.returncode == 2 and "unknown option --bogus" in unknown.stderr
+    assert "usage: aotcache run" in unknown.stderr
+    missing = _run("run", "--dir", str(tmp_path))
+    assert missing.returncode == 2 and "a command to run is needed" in missing.stderr
+    assert _run("run", "--", "/no/such/program").returncode == 127

@@ -61,7 +61,7 @@ from aotcache import (
 )
 from aotcache.errors import Bypass
 from aotcache.frames import code_codec, content, ddp_split, dynamic_state, entry, guards, read_set, tags, verify
-from aotcache.storage import opened
+from aotcache.storage import opened, private_files
 
 log = logging.getLogger("aotcache")
 
@@ -141,7 +141,7 @@ def _log_guards(how: str, code: types.CodeType, guard_set: Any) -> None:
             pairs.add((g.name, kind))
         line = {"how": how, "code": content.code_digest(code), "name": code.co_qualname, "guards": sorted(pairs)}
         line["pid"] = os.getpid()
-        with open(GUARD_LOG, "a") as f:
+        with private_files.open_append(GUARD_LOG) as f:
             f.write(json.dumps(line) + "\n")
     except Exception:
         log.debug("cannot log the guards of %s", code.co_qualname, exc_info=True)

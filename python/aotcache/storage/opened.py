@@ -15,7 +15,10 @@ log = logging.getLogger("aotcache")
 _stores_lock = threading.Lock()
 _stores: dict[tuple, _core.LocalStore] = {}
 _unavailable: set[tuple] = set()
-_untrusted: dict[tuple, str] = {}  # per store: why another user could have written it ("" when none could)
+_untrusted: dict[tuple, trust.Distrust | str] = {}  # per store: why another user could have written it ("" when none could)
+# Folders of a cache directory that hold only what any process can rebuild: discarded when another user could have
+# written them, instead of refusing the directory (isa_probe.MEMO_DIR; a test checks they agree).
+MEMO_DIRS = ("probes",)
 
 
 def tiers(cfg: settings.Settings) -> TieredStore | None:
@@ -47,17 +50,19 @@ def local_store(cfg: settings.Settings) -> _core.LocalStore | None:
                 return None
             _stores[ident] = store
         if cfg.signing_key is None:
-            reason = _untrusted.get(ident)
-            if reason is None:
-                reason = _untrusted[ident] = trust.untrusted_reason(cfg.cache_dir) or ""
-            if reason:
+            verdict = _untrusted.get(ident)
+            if verdict is None:
+                trust.discard_open_memos(cfg.cache_dir, MEMO_DIRS)
+                verdict = _untrusted[ident] = trust.judge(cfg.cache_dir) or ""
+            if verdict:
                 counters.record({"untrusted": 1}, None)
                 counters.warn_once(
                     f"untrusted:{cfg.cache_dir}",
-                    "cache directory %s is not used: its unsigned entries carry code, and %s; %s",
+                    "cache directory %s is not used: its unsigned entries carry code, and %s; to use it, %s, %s",
                     cfg.cache_dir,
-                    reason,
-                    trust.advice(cfg.cache_dir),
+                    verdict.reason,
+                    verdict.fix,
+                    trust.SIGNING_ADVICE,
                 )
                 return None
         store.set_max_size(cfg.max_size)
