@@ -12,8 +12,7 @@ namespace aotcache::cli {
 int run_export(const Invocation& inv) {
   const auto pos = inv.positional();
   if (std::string bad = inv.bad_option({}, {}); !bad.empty() || pos.empty()) {
-    *inv.err << "aotcache export: " << (bad.empty() ? "missing FILE" : bad)
-             << "\n" << usage_line("export");
+    *inv.err << "aotcache export: " << (bad.empty() ? "missing FILE" : bad) << "\n" << usage_line("export");
     return k_exit_usage;
   }
   int rc = k_exit_ok;

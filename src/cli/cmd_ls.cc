@@ -23,7 +23,8 @@ int run_ls(const Invocation& inv) {
              << (!bad.empty()                ? bad
                  : !inv.positional().empty() ? "unexpected argument " + inv.positional()[0]
                                              : "unknown sort order '" + sort + "'")
-             << "\n" << usage_line("ls");
+             << "\n"
+             << usage_line("ls");
     return k_exit_usage;
   }
   struct Row {

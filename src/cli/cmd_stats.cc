@@ -9,8 +9,7 @@ namespace aotcache::cli {
 
 int run_stats(const Invocation& inv) {
   if (std::string bad = inv.bad_option({"--json", "--zero"}, {}); !bad.empty() || !inv.positional().empty()) {
-    *inv.err << "aotcache stats: " << (bad.empty() ? "unexpected argument" : bad)
-             << "\n" << usage_line("stats");
+    *inv.err << "aotcache stats: " << (bad.empty() ? "unexpected argument" : bad) << "\n" << usage_line("stats");
     return k_exit_usage;
   }
   if (inv.flag("--zero")) {

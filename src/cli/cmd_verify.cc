@@ -11,8 +11,7 @@ namespace aotcache::cli {
 
 int run_verify(const Invocation& inv) {
   if (std::string bad = inv.bad_option({"--fix"}, {}); !bad.empty() || !inv.positional().empty()) {
-    *inv.err << "aotcache verify: " << (bad.empty() ? "unexpected argument" : bad)
-             << "\n" << usage_line("verify");
+    *inv.err << "aotcache verify: " << (bad.empty() ? "unexpected argument" : bad) << "\n" << usage_line("verify");
     return k_exit_usage;
   }
   const bool fix = inv.flag("--fix");

@@ -38,7 +38,8 @@ const std::vector<CommandHelp>& command_help() {
        "accepted key are reported apart and left in place.\n"
        "  --fix    move the bad entries to quarantine/\n"},
       {"export", "FILE [KEY...]", "write all entries (or the named ones) to one archive file",
-       "Writes every entry, or the named ones, to the archive FILE (created private, mode 0600), each verified first.\n"},
+       "Writes every entry, or the named ones, to the archive FILE (created private, mode 0600), each verified "
+       "first.\n"},
       {"import", "FILE", "add an archive's entries, each verified first",
        "Adds the entries of an archive made by export; each is verified first and bad ones are skipped (exit 1 when\n"
        "any was). Creates the cache directory when it does not exist.\n"},

@@ -25,7 +25,9 @@ std::string env(const char* name) {
   return value != nullptr ? value : "";
 }
 
-bool is_help(const std::string& a) { return a == "--help" || a == "-h"; }
+bool is_help(const std::string& a) {
+  return a == "--help" || a == "-h";
+}
 
 // `aotcache run [--dir DIR] [-h|--help] [--] COMMAND...`: the process tree of COMMAND routes torch.compile's default
 // backend through aotcache (python/aotcache/startup.py reads AOTCACHE_ENABLE at interpreter start, through
@@ -104,7 +106,7 @@ int main(int argc, char** argv) {
       continue;
     }
     if (rest.empty() && a == "run") return exec_run(dir, argc, argv, k + 1);  // the rest is run's and the command's
-    if (rest.empty() && a == "help") {  // `aotcache help [COMMAND]`
+    if (rest.empty() && a == "help") {                                        // `aotcache help [COMMAND]`
       if (k + 1 >= argc) {
         std::cout << aotcache::cli::program_usage();
         return aotcache::cli::k_exit_ok;

@@ -166,7 +166,8 @@ class PosixFileSystem final : public FileSystem {
       pos = path.find('/', pos + 1);
       cur = path.substr(0, pos);
       if (cur.empty()) continue;
-      if (mkdir(cur.c_str(), k_private_dir_mode) != 0 && errno != EEXIST) return errno_status("cannot create directory", cur);
+      if (mkdir(cur.c_str(), k_private_dir_mode) != 0 && errno != EEXIST)
+        return errno_status("cannot create directory", cur);
     }
     struct stat st {};
     if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::io_error("not a directory: " + path);

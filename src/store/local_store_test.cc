@@ -1,8 +1,8 @@
 // Local store on a real temporary directory: put/get, miss, corruption, counters.
-#include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <ftw.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -588,8 +588,8 @@ TEST(LocalStorePrivacy, EverythingTheStoreMakesIsPrivateWhateverTheUmask) {
       ASSERT_EQ(nftw((root + "/new").c_str(), collect_not_private, 16, FTW_PHYS), 0);
     }
     ::umask(before);
-    EXPECT_TRUE(not_private.empty()) << "umask " << std::oct << mask << std::dec << ": " << not_private.size() << " not private, first "
-                                     << (not_private.empty() ? "" : not_private[0]);
+    EXPECT_TRUE(not_private.empty()) << "umask " << std::oct << mask << std::dec << ": " << not_private.size()
+                                     << " not private, first " << (not_private.empty() ? "" : not_private[0]);
     ASSERT_EQ(std::system(("rm -rf " + root).c_str()), 0);
   }
 }

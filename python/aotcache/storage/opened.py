@@ -15,7 +15,9 @@ log = logging.getLogger("aotcache")
 _stores_lock = threading.Lock()
 _stores: dict[tuple, _core.LocalStore] = {}
 _unavailable: set[tuple] = set()
-_untrusted: dict[tuple, trust.Distrust | str] = {}  # per store: why another user could have written it ("" when none could)
+_untrusted: dict[
+    tuple, trust.Distrust | str
+] = {}  # per store: why another user could have written it ("" when none could)
 # Folders of a cache directory that hold only what any process can rebuild: discarded when another user could have
 # written them, instead of refusing the directory (isa_probe.MEMO_DIR; a test checks they agree).
 MEMO_DIRS = ("probes",)
