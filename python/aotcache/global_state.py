@@ -104,7 +104,27 @@ def autograd_state() -> dict[str, Any]:
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
         "fp16_reduced_precision": bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
         "bf16_reduced_precision": bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
+        "sdpa": attention_backends(),
     }
+
+
+def attention_backends() -> dict[str, Any]:
+    """The scaled-dot-product-attention switches (`sdpa_kernel(...)`, `torch.backends.cuda.enable_*_sdp`, the
+    priority order): lowering picks the attention kernel a graph calls from them, on CPU too. Every no-argument
+    getter torch._C has for them, found by name, so a torch that adds a backend switch is keyed without a change here."""
+    out: dict[str, Any] = {}
+    for name in _attention_getters():
+        try:
+            value = getattr(torch._C, name)()
+        except Exception as e:  # a getter that needs arguments or a backend not built in: by the failure
+            value = f"<{type(e).__name__}>"
+        out[name] = list(value) if isinstance(value, (list, tuple)) else value
+    return out
+
+
+@functools.cache
+def _attention_getters() -> tuple[str, ...]:
+    return tuple(sorted(n for n in dir(torch._C) if n.startswith("_get_") and "sdp" in n))
 
 
 def _check_plain(value: Any, where: str) -> None:

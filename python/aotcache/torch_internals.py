@@ -128,6 +128,11 @@ def _signature_takes(fn: Any, what: str, *names: str) -> inspect.Signature:
         "torch._dynamo.guards.GuardsStatePickler.reducer_override",
         "torch._dynamo.variables.functions.invoke_and_store_as_constant",
         "torch._dynamo.output_graph.DynamoTracerOutput._cleanup_output_graph (optional)",
+        "torch._dynamo.variables.torch.TorchInGraphFunctionVariable.call_function",
+        "torch._dynamo.variables.torch.constant_fold_functions",
+        "torch._dynamo.variables.torch.constant_fold_functions_need_guards",
+        "torch._dynamo.output_graph.OutputGraph.guard_on_key_order",
+        "torch._C._dynamo.guards.GlobalStateGuard.__getstate__",
     ),
 )
 def _frame_cache() -> dict[str, Any]:
@@ -151,7 +156,28 @@ def _frame_cache() -> dict[str, Any]:
     reduce = dynamo_guards.GuardsStatePickler.reducer_override
     constant = dynamo_functions.invoke_and_store_as_constant
     _signature_takes(constant, "invoke_and_store_as_constant", "tx", "fn", "name")
+    # The process-state queries Dynamo folds (frames/process_state.py): the table, and the call that folds them.
+    from torch._dynamo.variables import torch as dynamo_torch
+
+    fold_call = dynamo_torch.TorchInGraphFunctionVariable.call_function
+    _signature_takes(fold_call, "TorchInGraphFunctionVariable.call_function", "tx", "args", "kwargs")
+    for table in ("constant_fold_functions", "constant_fold_functions_need_guards"):
+        if not isinstance(getattr(dynamo_torch, table, None), dict):
+            raise Mismatch(f"torch._dynamo.variables.torch.{table} is not a dict")
+    if (
+        torch.distributed.is_available()
+        and torch.distributed.get_world_size not in dynamo_torch.constant_fold_functions
+    ):
+        raise Mismatch("constant_fold_functions lacks torch.distributed.get_world_size: the table moved")
+    # The sets and dicts a trace iterated (their order is read on load: read_set.ORDER_KIND).
+    if "guard_on_key_order" not in inspect.getsource(dynamo_output_graph.OutputGraph.__init__):
+        raise Mismatch("OutputGraph keeps no guard_on_key_order: which containers a trace iterated is unknown")
+    state = torch._C._dynamo.guards.GlobalStateGuard().__getstate__()
+    if not isinstance(state, str) or "grad_mode" not in state:
+        raise Mismatch("GlobalStateGuard's state is not the JSON text of the global state")
     return {
+        "torch_function_class": dynamo_torch.TorchInGraphFunctionVariable,
+        "torch_function_call": fold_call,
         "convert_frame": convert_frame,
         "dynamo_guards": dynamo_guards,
         "dynamo_output_graph": dynamo_output_graph,

@@ -359,6 +359,95 @@ OPERATORS: list[Operator] = [
         observable=False,
     ),
 ]
+
+
+def _process_group(world: str, rank: str = "0") -> str:
+    """setup(): a process group of `world` ranks (this process is `rank`) on torch's fake backend, one process; the
+    world and rank are the variant's ({a} in A, {b} in B); undone by destroying it."""
+    return (
+        "import torch.distributed as dist\n"
+        "from torch.testing._internal.distributed.fake_pg import FakeStore\n"
+        f"dist.init_process_group('fake', store=FakeStore(), rank={rank}, world_size={world})\n"
+        "return dist.destroy_process_group"
+    )
+
+
+# Process-wide state Dynamo folds to a constant while tracing, without a guard (issue 41): one process differs from the
+# other in the answer of a query (torch._dynamo.variables.torch.constant_fold_functions; frames/process_state.py).
+PROCESS_STATE_OPERATORS: list[Operator] = [
+    Operator(
+        "dist_initialized",
+        "h * ({b} if torch.distributed.is_initialized() else {a})",
+        setup="if not B:\n    return None\n" + _process_group("1"),
+        zoo=False,
+    ),
+    Operator(
+        "dist_world_size",
+        "h * torch.distributed.get_world_size()",
+        setup=_process_group("{b} if B else {a}"),
+        values=((2, 4), (1, 3)),
+        zoo=False,
+    ),
+    Operator(
+        "dist_rank",
+        "h + torch.distributed.get_rank()",
+        setup=_process_group("4", "{b} if B else {a}"),
+        values=((0, 1), (2, 3)),
+        zoo=False,
+    ),
+    Operator(
+        "autocast_dtype_read",
+        "h * ({b} if torch.get_autocast_dtype('cpu') == torch.float16 else {a})",
+        setup="old = torch.get_autocast_dtype('cpu')\n"
+        "torch.set_autocast_dtype('cpu', torch.float16 if B else torch.bfloat16)\n"
+        "return lambda: torch.set_autocast_dtype('cpu', old)",
+    ),
+    Operator(
+        "sdpa_backend_switch",
+        "F.scaled_dot_product_attention(h.view(1, 2, -1, 4), h.view(1, 2, -1, 4) * 0.5, h.view(1, 2, -1, 4)).view_as(h)",  # noqa: E501
+        setup="from torch.nn.attention import SDPBackend, sdpa_kernel\n"
+        "ctx = sdpa_kernel([SDPBackend.MATH] if B else [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH])\n"
+        "ctx.__enter__()\nreturn lambda: ctx.__exit__(None, None, None)",
+        values=((0, 0),),
+        zoo=False,
+    ),
+    Operator(
+        "nan_sign",
+        "h * math.copysign({a}, lib.K)",
+        lib="K = -math.nan if B else math.nan",
+        values=((2.0, 2.0), (0.5, 0.5)),
+    ),
+    Operator(
+        "negative_zero",
+        "h * math.copysign({a}, lib.K)",
+        lib="K = -0.0 if B else 0.0",
+        values=((2.0, 2.0),),
+    ),
+    Operator(
+        "set_iteration_order",
+        "lib.apply(h)",
+        lib="ORDER = {{16, 8}} if B else {{8, 16}}  # equal sets, another iteration order (8 and 16 collide)\n"
+        "def apply(h):\n    for k in ORDER:\n        h = h * k + 1\n    return h",
+        values=((0, 0),),
+    ),
+    Operator(
+        "hook_prepend",
+        "ACT(h)",
+        defs="ACT = torch.nn.Identity()",
+        setup="first = ACT.register_forward_pre_hook(lambda m, i: (i[0] * {a},))\n"
+        "second = ACT.register_forward_pre_hook(lambda m, i: (i[0] + 1,), prepend=B)\n"
+        "return lambda: (first.remove(), second.remove())",
+        values=((2.0, 2.0), (3.0, 3.0)),
+    ),
+    Operator(
+        "enum_member",
+        "h * lib.act(lib.CHOICE)",
+        lib="import enum\nclass Kind(enum.Enum):\n    SMALL = 1\n    LARGE = 2\n"
+        "CHOICE = Kind.LARGE if B else Kind.SMALL\n"
+        "def act(kind):\n    return {b} if kind is Kind.LARGE else {a}",
+    ),
+]
+OPERATORS += PROCESS_STATE_OPERATORS
 BY_OPERATOR = {op.name: op for op in OPERATORS}
 
 

@@ -8,6 +8,7 @@ usual and the reason counted).
 
 from __future__ import annotations
 
+import enum
 import functools
 import hashlib
 import importlib
@@ -16,6 +17,7 @@ import itertools
 import marshal
 import os
 import pickle
+import struct
 import sys
 import types
 import weakref
@@ -245,7 +247,17 @@ def describe(value: Any) -> tuple:
     if value is None or isinstance(value, (bool, type(Ellipsis), type(NotImplemented))):
         return ("constant", repr(value))
     if type(value) in _IMMUTABLE_SCALARS:  # identity of an immutable value: its value (small ints are interned)
-        return ("scalar", type(value).__name__, repr(value))
+        return ("scalar", type(value).__name__, _scalar_repr(value))
+    if isinstance(value, enum.Enum):
+        # A member of an importable Enum (PEFT's PeftType.LORA): its class by name and its name; the class's content
+        # (its members' values, its methods) is the read set's (read_set.Fingerprints of the guarded value).
+        cls = type(value)
+        try:
+            if _resolve(cls.__module__, cls.__qualname__) is cls and cls[value.name] is value:
+                return ("enum", cls.__module__, cls.__qualname__, value.name)
+        except Exception:
+            pass
+        raise Unportable(f"{cls.__qualname__}.{value.name} is a member of an Enum that cannot be imported by name")
     for module, qualname in _importable_names(value):
         try:
             if _resolve(module, qualname) is value:
@@ -259,6 +271,17 @@ def describe(value: Any) -> tuple:
 
 
 _IMMUTABLE_SCALARS = (int, float, complex, str, bytes)
+
+
+def _scalar_repr(value: Any) -> str:
+    """repr, with a float's (or complex part's) bits where repr loses them: NaN's sign and payload."""
+    if type(value) is float:
+        return f"{value!r}:{struct.pack('<d', value).hex()}"
+    if type(value) is complex:
+        return f"{value!r}:{struct.pack('<dd', value.real, value.imag).hex()}"
+    return repr(value)
+
+
 _DEFAULT_PICKLING = ("__reduce__", "__reduce_ex__", "__getstate__")
 
 
@@ -350,8 +373,20 @@ def matches(description: tuple, value: Any) -> bool:
         return (
             type(value).__name__ == description[1]
             and type(value) in _IMMUTABLE_SCALARS
-            and repr(value) == description[2]
+            and _scalar_repr(value) == description[2]
         )
+    if kind == "enum":
+        t = type(value)
+        try:
+            return (
+                isinstance(value, enum.Enum)
+                and t.__module__ == description[1]
+                and t.__qualname__ == description[2]
+                and value.name == description[3]
+                and _named(description[1], description[2]) is t
+            )
+        except Exception:
+            return False
     if kind == "state":
         t = type(value)
         return (

@@ -3,7 +3,7 @@
 A frame entry lives in the same store as graph entries (checksummed, signed when a key is set, evicted, shared
 through the remote tier), with metadata `payload_kind` = KIND. Its payload is UTF-8 JSON:
 
-    {"format": 4, "candidates": [candidate, ...]}          newest last, at most MAX_CANDIDATES
+    {"format": 5, "candidates": [candidate, ...]}          newest last, at most MAX_CANDIDATES
     candidate = {
       "guards": base64 of Dynamo's pickled GuardsState (identity guards replaced by content guards, guards.py),
       "code": base64 of marshal(transformed code object) (Python version is in the key),
@@ -17,7 +17,10 @@ through the remote tier), with metadata `payload_kind` = KIND. Its payload is UT
       "reads": [[source name, guard kind, content digest], ...],             read_set.py: what the trace read
       "rolled_back_reads": [[source name, guard kind, content digest], ...], what the tracing attempts Dynamo
                                                                              rolled back read (classes in full)
-      "facts": {name: value},                                                read_set.facts: process-wide state
+      "facts": {name: value},                                                read_set.facts and process_state.facts:
+                                                                             process-wide state (global hooks, Tensor
+                                                                             methods, folded queries answered, Dynamo's
+                                                                             global state, the compile state)
     }
     A load tries the candidates oldest first.
 
@@ -33,8 +36,10 @@ from typing import Any
 
 KIND = "aotcache.frame"
 # 2: candidates carry "reads" and "facts" (read_set.py); 3: and "rolled_back_reads"; 4: a module's empty-hooks guards
-# are one guard (guards.aotcache_empty_hooks), which an older reader could not unpickle. An older entry is never served.
-FORMAT = 4
+# are one guard (guards.aotcache_empty_hooks), which an older reader could not unpickle; 5: facts carry the process
+# state (process_state.py: folded queries, global state, compile state) and reads the iteration order of iterated sets
+# and positionally read OrderedDicts: a format-4 candidate lacks what makes it sound. An older entry is never served.
+FORMAT = 5
 MAX_CANDIDATES = 16
 
 

@@ -535,6 +535,28 @@ def drop_unguarded_grad(pickler: Any, reduced: Any) -> Any:
     return reduced
 
 
+# ---- named constants an unguarded attribute shares with the guarded tensors -----------------------------------------
+def keep_named_constant(pickler: Any, obj: Any) -> None:
+    """Takes `obj` out of Dynamo's placeholder set when it is a constant pickled by its name (a dtype).
+
+    Dynamo's guard pickler writes a module's unguarded, non-callable attributes as placeholders (`_Missing`), marked
+    by id for the whole pickle. A dtype is one object per process: a module holding `self._dtype = torch.float32`
+    (Lightning's device/dtype mixin on every LightningModule) made every float32 in the pickle a placeholder, the
+    guarded tensors' meta dtypes included, and no guarded tensor rebuilt on load (`empty_strided(): argument 'dtype'
+    must be torch.dtype, not _Missing`: the frame bypassed `guards_unloadable`). Written by name it loses nothing
+    and costs a few bytes."""
+    missing = getattr(pickler, "missing_values", None)
+    if missing and type(obj) in _named_constant_types():
+        missing.pop(id(obj), None)
+
+
+@functools.cache
+def _named_constant_types() -> tuple[type, ...]:
+    import torch
+
+    return (torch.dtype, torch.memory_format, torch.qscheme, torch.layout)
+
+
 # ---- functions Dynamo's pickler cannot name -------------------------------------------------------------------
 # Dynamo pickles a function by its module and qualified name, and serializes it as a placeholder (_Missing) when that
 # name gives another object: the undecorated function under a decorator that uses functools.wraps (Hugging Face's

@@ -60,7 +60,18 @@ from aotcache import (
     torch_internals,
 )
 from aotcache.errors import Bypass
-from aotcache.frames import code_codec, content, ddp_split, dynamic_state, entry, guards, read_set, tags, verify
+from aotcache.frames import (
+    code_codec,
+    content,
+    ddp_split,
+    dynamic_state,
+    entry,
+    guards,
+    process_state,
+    read_set,
+    tags,
+    verify,
+)
 from aotcache.storage import opened, private_files
 
 log = logging.getLogger("aotcache")
@@ -106,6 +117,8 @@ class _Recording:
     # call makes the next attempt break at the outermost call): what decided the break was read there.
     rolled_back: list[Any] = dataclasses.field(default_factory=list)
     rolled_back_reads: list[list[str]] = dataclasses.field(default_factory=list)
+    # The process-state queries Dynamo folded while tracing (process_state.record_call).
+    queries: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
     refused: _Refused | None = None
 
     def refuse(self, code: str, message: str) -> None:
@@ -199,10 +212,24 @@ def install() -> None:
         def reducer_override(self: Any, obj: Any) -> Any:
             if _recording() is None:
                 return original_reduce(self, obj)
+            guards.keep_named_constant(self, obj)
             reduced = guards.reduce_wrapped_function(obj)
             if reduced is not None:
                 return reduced
             return guards.drop_unguarded_grad(self, guards.reduce_fsdp_module(obj, original_reduce(self, obj)))
+
+        original_fold_call = found["torch_function_call"]
+
+        def torch_function_call(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+            rec = _recording()
+            if rec is not None:
+                try:
+                    process_state.record_call(rec.queries, self.value, list(args), dict(kwargs))
+                except process_state.Unrecordable as e:
+                    rec.refuse("process_query_argument", f"{process_state.query_name(self.value)}: {e}")
+                except Exception as e:  # a value we cannot read: the frame is not recorded
+                    rec.refuse("process_query", f"{type(e).__name__}: {e}")
+            return original_fold_call(self, tx, args, kwargs)
 
         def invoke_and_store_as_constant(tx: Any, fn: Any, name: str, *args: Any, **kwargs: Any) -> Any:
             rec = _recording()
@@ -222,6 +249,8 @@ def install() -> None:
                 rec.rolled_back.append(list(failed.guards))
             return original_cleanup(self)
 
+        torch_function_call._aotcache_replaces = original_fold_call  # type: ignore[attr-defined]
+        found["torch_function_class"].call_function = torch_function_call
         dynamo_functions.invoke_and_store_as_constant = invoke_and_store_as_constant
         if getattr(dynamo_nn_module, "invoke_and_store_as_constant", None) is original_constant:
             dynamo_nn_module.invoke_and_store_as_constant = invoke_and_store_as_constant
@@ -245,8 +274,11 @@ def _serialize_recorded(
     if rec.facts["global_module_hooks"]:
         raise _Refused("global_hooks", "global nn.Module hooks are registered: the trace inlined them")
     live = rec.output_graph_live or output_graph
+    rec.facts.update(process_state.facts(rec.queries, live))
     rec.traced = read_set.traced_names(live.tracing_context.traced_code)
-    rec.reads = read_set.record(builder, sorted_guards, rec.traced)
+    # The sets and dicts the trace iterated: their order is what the program saw (read_set.ORDER_KIND).
+    iterated = getattr(live, "guard_on_key_order", ())
+    rec.reads = read_set.record(builder, sorted_guards, rec.traced, iterated=iterated)
     rec.guard_names = {g.name for g in sorted_guards if g.name}
     context = torch._guards.CompileContext.try_get()
     attempts = getattr(context, "attempt", 0) or 0
@@ -471,7 +503,7 @@ def _try_candidate(frame: _Frame, candidate: dict[str, Any], compile_id: Any) ->
         return None, "guards_failed"
     if not content.sources_unchanged(candidate["sources"]):
         return None, "sources_changed"
-    changed_fact = read_set.facts_changed(candidate["facts"])
+    changed_fact = read_set.facts_changed(candidate["facts"]) or process_state.facts_changed(candidate["facts"])
     if changed_fact is not None:
         log.debug("frame %s not served: %s", _name(frame.code), changed_fact)
         return None, "facts_changed"

@@ -28,9 +28,12 @@ them) and torch.Tensor's methods (called by name).
 
 from __future__ import annotations
 
+import collections
+import enum
 import functools
 import hashlib
 import re
+import struct
 import sys
 import types
 from typing import Any
@@ -60,6 +63,12 @@ VALUE_KINDS = frozenset(
 TYPE_KINDS = frozenset({"TYPE_MATCH"})
 LENGTH_KINDS = frozenset({"SEQUENCE_LENGTH", "TUPLE_ITERATOR_LEN", "LENGTH_CHECK", "LIST_LENGTH", "DICT_LENGTH"})
 KEYS_KINDS = frozenset({"DICT_KEYS_MATCH", "MAPPING_KEYS_CHECK", "DICT_KEYS"})
+# Not a Dynamo guard kind: the order a container is iterated in, where the program saw it and Dynamo's guard does not
+# check it: a set or dict the trace iterated (Dynamo notes them in output_graph.guard_on_key_order; it compares sets
+# by equality: {8, 16} == {16, 8}, iterated 8, 16 or 16, 8),
+# an OrderedDict whose items Dynamo reads by position (a module's hook dicts: a hook registered with prepend=True
+# runs first while Dynamo's guard, reading the underlying dict, still finds the recorded order).
+ORDER_KIND = "ITERATION_ORDER"
 
 _MAX_DEPTH = 4
 _CODE_GLOBALS = (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType)
@@ -72,6 +81,24 @@ _DESCRIPTORS = (
 )
 _MAX_ITEMS = 64
 _HEAPTYPE = 1 << 9
+
+
+_SCALAR_BASES = (bool, int, float, complex, str, bytes)
+
+
+def _SCALAR_BASE_OF(value: Any) -> type:
+    return next(base for base in _SCALAR_BASES if isinstance(value, base))
+
+
+def scalar_text(value: Any) -> str:
+    """A scalar as exactly as a program can observe it: floats (and complex parts) by their bits, so NaN's sign
+    and payload and -0.0 count (repr gives "nan" for both signs, and NaN is unequal to itself)."""
+    t = type(value)
+    if t is float:
+        return f"float:{struct.pack('<d', value).hex()}:{value!r}"
+    if t is complex:
+        return f"complex:{struct.pack('<dd', value.real, value.imag).hex()}:{value!r}"
+    return f"{t.__name__}:{value!r}"
 
 
 class Fingerprints:
@@ -105,7 +132,10 @@ class Fingerprints:
     def _text(self, value: Any, depth: int) -> str:
         t = type(value)
         if value is None or t in (bool, int, float, complex, str, bytes):
-            return f"{t.__name__}:{value!r}"
+            return scalar_text(value)
+        if isinstance(value, _SCALAR_BASES) and not isinstance(value, enum.Enum):
+            # a subclass of int, float, str...: its class by content and the value it holds
+            return f"subclass:{self.of(t, depth + 1)}:{scalar_text(_SCALAR_BASE_OF(value)(value))}"
         if t in (torch.dtype, torch.device, torch.layout, torch.memory_format):
             return f"torch:{t.__name__}:{value}"
         if isinstance(value, types.ModuleType):
@@ -141,8 +171,6 @@ class Fingerprints:
             return f"nn.Module:{self.of(t, depth + 1)}"
         if isinstance(value, (tuple, list, set, frozenset, dict)) and t in (tuple, list, set, frozenset, dict):
             return self._container(value, depth)
-        import enum
-
         if isinstance(value, enum.Enum):
             return f"enum:{self.of(t, depth + 1)}:{value.name}:{self.of(value.value, depth + 1)}"
         # Any other object: by its class (its attributes Dynamo read are guarded, and fingerprinted, by source).
@@ -151,7 +179,7 @@ class Fingerprints:
     def _shallow(self, value: Any) -> str:
         t = type(value)
         if value is None or t in (bool, int, float, complex, str, bytes):
-            return f"{t.__name__}:{value!r}"
+            return scalar_text(value)
         if isinstance(value, types.ModuleType):
             return f"module:{value.__name__}"
         if isinstance(value, type):
@@ -339,6 +367,8 @@ def _reading(kind: str, value: Any, fp: Fingerprints) -> str | None:
         return f"len:{len(value)}"
     if kind in KEYS_KINDS:
         return fp.digest(list(value.keys()))
+    if kind == ORDER_KIND:
+        return fp.digest(list(value.items()) if isinstance(value, dict) else list(value))
     return None
 
 
@@ -367,8 +397,28 @@ def view(f_globals: dict[str, Any]) -> dict[str, Any]:
     return {**f_globals, BUILTINS_VIEW: get_builtins_dict(f_globals)}
 
 
+def _ordered_containers(builder: Any, guard: Any) -> list[Any]:
+    """The sources of OrderedDicts that `guard`'s source reads an item of (Dynamo reads them by position)."""
+    out = []
+    source = getattr(guard, "originating_source", None)
+    while source is not None:
+        base = getattr(source, "base", None)
+        if base is not None and "GetItem" in type(source).__name__:
+            try:
+                if isinstance(builder.get(base), collections.OrderedDict):
+                    out.append(base)
+            except Exception:
+                pass
+        source = base
+    return out
+
+
 def record(
-    builder: Any, sorted_guards: Any, traced: list[str] | None = None, rolled_back: bool = False
+    builder: Any,
+    sorted_guards: Any,
+    traced: list[str] | None = None,
+    rolled_back: bool = False,
+    iterated: Any = (),
 ) -> list[list[str]]:
     """[[source name, guard kind, digest], ...] for every guard Dynamo built on a value it read through a source,
     sorted; values evaluated by Dynamo's own builder in the recording process. `traced`: traced_names of the trace.
@@ -392,6 +442,21 @@ def record(
         reading = fp.digest(value) if kind == "TENSOR_MATCH" else _reading(kind, value, fp)
         if reading is not None:
             out.add((_BUILTINS_DICT.sub(f"G[{BUILTINS_VIEW!r}]", name) if rolled_back else name, kind, reading))
+        for source in _ordered_containers(builder, guard):
+            source_name = source.name
+            if rolled_back:
+                source_name = _BUILTINS_DICT.sub(f"G[{BUILTINS_VIEW!r}]", source_name)
+            out.add((source_name, ORDER_KIND, _reading(ORDER_KIND, builder.get(source), fp)))
+    for source in iterated:
+        name = source.name
+        if rolled_back or not ("L[" in name or "G[" in name):
+            continue
+        try:
+            value = builder.get(source)
+        except Exception:
+            continue
+        if isinstance(value, (set, frozenset, dict)):
+            out.add((name, ORDER_KIND, _reading(ORDER_KIND, value, fp)))
     return [list(row) for row in sorted(out)]
 
 
@@ -420,10 +485,11 @@ def rolled_back_changed(reads: list[list[str]], f_locals: Any, f_globals: dict[s
 
 
 def facts_changed(recorded: dict[str, Any]) -> str | None:
+    """What differs in this process from the facts `facts()` recorded (the others are process_state's)."""
     now = facts()
-    for name, value in recorded.items():
-        if now.get(name) != value:
-            return f"{name}: {value} when recorded, {now.get(name)} now"
+    for name, value in now.items():
+        if recorded.get(name) != value:
+            return f"{name}: {recorded.get(name)} when recorded, {value} now"
     return None
 
 
