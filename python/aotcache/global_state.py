@@ -111,7 +111,7 @@ def autograd_state() -> dict[str, Any]:
 def attention_backends() -> dict[str, Any]:
     """The scaled-dot-product-attention switches (`sdpa_kernel(...)`, `torch.backends.cuda.enable_*_sdp`, the
     priority order): lowering picks the attention kernel a graph calls from them, on CPU too. Every no-argument
-    getter torch._C has for them, found by name, so a torch that adds a backend switch is keyed without a change here."""
+    getter torch._C has for them, found by name: a torch that adds a backend switch is keyed without a change here."""
     out: dict[str, Any] = {}
     for name in _attention_getters():
         try:
