@@ -64,7 +64,8 @@ RUN_ONCE          := test_ddp.py test_enable.py test_frames.py test_frame_pairs.
                      test_store_faults.py test_store_robustness.py test_trust.py test_graph_format.py \
                      test_cli_archive.py test_settings.py test_isa_probe.py test_kernels.py test_single_flight.py \
                      test_lifted_state.py test_fault_injection.py test_counters.py \
-                     test_frame_trace.py test_wrapper_code.py test_remote.py test_cacheability.py test_frame_guards.py
+                     test_frame_trace.py test_wrapper_code.py test_remote.py test_cacheability.py test_frame_guards.py \
+                     test_process_state.py
 FRAMES_OFF_SUITES ?= $(filter-out $(addprefix tests/python/,$(BOTH_MODES_INSIDE) $(RUN_ONCE)),$(sort $(wildcard tests/python/test_*.py)))
 # pytest-xdist (--dist loadfile) gives each of its two workers one file at a time, the next in the list when a worker
 # is nearly done with its file. By default it sorts the files by their number of tests, which puts suites of few

@@ -105,7 +105,61 @@ def autograd_state() -> dict[str, Any]:
         "fp16_reduced_precision": bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
         "bf16_reduced_precision": bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
         "sdpa": attention_backends(),
+        "rebound_torch": rebound_torch_functions(),
     }
+
+
+def rebound_torch_functions() -> dict[str, str]:
+    """{name: digest of what it holds now} of the functions of the `torch` namespace that hold something other than
+    torch's own (`torch.exp = lambda t: ...`): decompositions and lowerings call them by name while compiling
+    (softmax's decomposition calls torch.exp), so such a process compiles other code. Empty in a process that rebinds
+    none. A replacement that cannot be digested is named by its type (keyed apart from torch's; a miss, never a
+    false hit)."""
+    from aotcache import code_digest
+
+    namespace = vars(torch)
+    out = {}
+    for name, expected in _torch_originals():
+        value = namespace.get(name)
+        if value is expected or value is None:
+            continue
+        try:
+            out[name] = code_digest.function_digest(value)
+        except Exception:  # no source (a lambda typed at a prompt), or not a Python function
+            out[name] = _fallback_digest(value)
+    return out
+
+
+def _fallback_digest(value: Any) -> str:
+    """A replacement's bytecode and defaults where its source cannot be read; else its type and repr (without the
+    address: a miss between processes, never a false hit)."""
+    import hashlib
+    import marshal
+    import re
+
+    code = getattr(value, "__code__", None)
+    if code is not None:
+        h = hashlib.sha256(marshal.dumps(code))
+        h.update(repr(getattr(value, "__defaults__", None)).encode())
+        return "code:" + h.hexdigest()
+    return f"<{type(value).__module__}.{type(value).__qualname__}:{re.sub(' at 0x[0-9a-f]+', '', repr(value))}>"
+
+
+@functools.cache
+def _torch_originals() -> tuple[tuple[str, Any], ...]:
+    """(name, torch's own function) of every function torch's __init__ exports from its C function table, or the
+    Python wrapper of that name torch.functional defines instead (einsum, norm, split...)."""
+    import torch.functional as torch_functional
+
+    variable_functions = torch._C._VariableFunctions
+    wrappers = set(getattr(torch_functional, "__all__", ()))
+    out = []
+    for name in dir(variable_functions):
+        if name.startswith("__"):
+            continue
+        expected = vars(torch_functional)[name] if name in wrappers else getattr(variable_functions, name)
+        out.append((name, expected))
+    return tuple(out)
 
 
 def attention_backends() -> dict[str, Any]:

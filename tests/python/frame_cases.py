@@ -17,6 +17,7 @@ import os
 
 import frame_helpers
 import frame_registry
+import peft_like_enum
 import torch
 
 CASE_BACKEND = os.environ.get("FRAME_CASES_BACKEND", "aotcache")
@@ -305,6 +306,48 @@ def break_in_inlined_call(variant: bool) -> dict[str, torch.Tensor]:
     return {"out": _compile(_wrapping(_inner_breaks))(torch.randn(3, 5))}
 
 
+class DtypeMixinModule(Mlp):
+    """As every LightningModule (its _DeviceDtypeModuleMixin): the module holds its dtype and device, unread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._dtype = torch.float32
+        self._device = torch.device("cpu")
+
+
+def dtype_attribute(variant: bool) -> dict[str, torch.Tensor]:
+    # Dynamo's guard pickler wrote the unread `_dtype` as a placeholder, marked by id: torch.float32 is one object
+    # per process, so every guarded tensor's dtype became the placeholder and no guard rebuilt (every Lightning frame
+    # bypassed guards_unloadable). The variant is the module in float64.
+    torch.manual_seed(19)
+    model, x = DtypeMixinModule(), torch.randn(8, 16)
+    if variant:
+        model, x = model.double(), x.double()
+        model._dtype = torch.float64
+    return {"out": _compile(model)(x)}
+
+
+class Adapter(torch.nn.Module):
+    """As a PEFT LoRA layer: it branches on an Enum member it holds (PeftType)."""
+
+    def __init__(self, kind: peft_like_enum.Kind) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 4)
+        self.kind = kind
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y * 2 if self.kind is peft_like_enum.Kind.LORA else y + 1
+
+
+def enum_attribute(variant: bool) -> dict[str, torch.Tensor]:
+    # Dynamo guards the member by identity: it was unportable (never recorded, every PEFT frame traced). Now by its
+    # class and name; the variant holds another member and must trace again.
+    torch.manual_seed(20)
+    kind = peft_like_enum.Kind.IA3 if variant else peft_like_enum.Kind.LORA
+    return {"out": _compile(Adapter(kind))(torch.randn(8, 16))}
+
+
 CASES = {
     f.__name__: f
     for f in (
@@ -327,6 +370,8 @@ CASES = {
         dict_subclass_input,
         registry_order,
         break_in_inlined_call,
+        dtype_attribute,
+        enum_attribute,
     )
 }
 MUST_RETRACE = {
@@ -337,4 +382,6 @@ MUST_RETRACE = {
     "config_changed",
     "registry_order",
     "break_in_inlined_call",
+    "dtype_attribute",
+    "enum_attribute",
 }

@@ -403,6 +403,26 @@ PROCESS_STATE_OPERATORS: list[Operator] = [
         "return lambda: torch.set_autocast_dtype('cpu', old)",
     ),
     Operator(
+        "autocast_enabled_read",
+        "h * ({b} if torch.is_autocast_enabled('cpu') else {a})",
+        setup="if not B:\n    return None\nctx = torch.autocast('cpu', dtype=torch.bfloat16)\nctx.__enter__()\n"
+        "return lambda: ctx.__exit__(None, None, None)",
+        values=((2.0, 3.0),),
+        zoo=False,  # a real model under autocast differs from the reference in bf16 rounding only: not the point
+    ),
+    Operator(
+        "autocast_cache_read",
+        "h * ({b} if torch.is_autocast_cache_enabled() else {a})",
+        setup="old = torch.is_autocast_cache_enabled()\ntorch.set_autocast_cache_enabled(not B)\n"
+        "return lambda: torch.set_autocast_cache_enabled(old)",
+    ),
+    Operator(
+        "cublas_tf32_read",
+        "h * ({b} if torch._C._get_cublas_allow_tf32() else {a})",
+        setup="old = torch.backends.cuda.matmul.allow_tf32\ntorch.backends.cuda.matmul.allow_tf32 = B\n"
+        "return lambda: setattr(torch.backends.cuda.matmul, 'allow_tf32', old)",
+    ),
+    Operator(
         "sdpa_backend_switch",
         "F.scaled_dot_product_attention(h.view(1, 2, -1, 4), h.view(1, 2, -1, 4) * 0.5, h.view(1, 2, -1, 4)).view_as(h)",  # noqa: E501
         setup="from torch.nn.attention import SDPBackend, sdpa_kernel\n"

@@ -27,6 +27,7 @@ import functools
 import hashlib
 import json
 import struct
+import types
 from typing import Any
 
 import torch
@@ -39,13 +40,17 @@ PURE = frozenset(
         "torch.is_complex",
         "torch.is_floating_point",
         "torch.promote_types",
-        "torch.nn.functional._Reduction.get_enum",
+        "torch.nn._reduction.get_enum",
     }
 )
 
 
 def query_name(fn: Any) -> str:
+    """`module.name` as the user calls it (a C function of torch's table by its own name: torch.is_floating_point,
+    not torch._VariableFunctionsClass.is_floating_point)."""
     module = getattr(fn, "__module__", None) or getattr(getattr(fn, "__self__", None), "__name__", "?")
+    if isinstance(fn, types.BuiltinFunctionType):
+        return f"{module}.{fn.__name__}"
     return f"{module}.{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}"
 
 
