@@ -65,7 +65,7 @@ RUN_ONCE          := test_ddp.py test_enable.py test_frames.py test_frame_pairs.
                      test_cli_archive.py test_settings.py test_isa_probe.py test_kernels.py test_single_flight.py \
                      test_lifted_state.py test_fault_injection.py test_counters.py \
                      test_frame_trace.py test_wrapper_code.py test_remote.py test_cacheability.py test_frame_guards.py \
-                     test_process_state.py
+                     test_process_state.py test_clients.py
 FRAMES_OFF_SUITES ?= $(filter-out $(addprefix tests/python/,$(BOTH_MODES_INSIDE) $(RUN_ONCE)),$(sort $(wildcard tests/python/test_*.py)))
 # pytest-xdist (--dist loadfile) gives each of its two workers one file at a time, the next in the list when a worker
 # is nearly done with its file. By default it sorts the files by their number of tests, which puts suites of few
@@ -73,7 +73,7 @@ FRAMES_OFF_SUITES ?= $(filter-out $(addprefix tests/python/,$(BOTH_MODES_INSIDE)
 # --no-loadscope-reorder keeps this list, the longest suites first (longest-first list scheduling).
 LONGEST := $(addprefix tests/python/,test_frame_pairs.py test_tensorify.py test_adversarial.py test_ddp.py \
              test_zoo.py test_frames.py test_enable.py test_single_flight.py test_cacheability.py test_dynamic_shapes.py \
-             test_end_to_end.py test_remote.py test_kernels.py test_variant_bank.py)
+             test_end_to_end.py test_remote.py test_kernels.py test_variant_bank.py test_clients.py)
 PYTHON_SUITES := $(LONGEST) $(filter-out $(LONGEST),$(sort $(wildcard tests/python/test_*.py)))
 test-python: install
 	$(PY) -m pytest -q $(PYTEST_FLAGS) $(PYTHON_SUITES)
