@@ -348,6 +348,22 @@ def enum_attribute(variant: bool) -> dict[str, torch.Tensor]:
     return {"out": _compile(Adapter(kind))(torch.randn(8, 16))}
 
 
+def hook_after_first_call(variant: bool) -> dict[str, torch.Tensor]:
+    # A hook registered after the frame's first call: a frame Dynamo traced does not see it (torch's default
+    # skip_nnmodule_hook_guards), so neither does a served one, whose hook-dict checks run on its first call only
+    # (format 4 checked them on every call: served and traced frames then computed different things).
+    torch.manual_seed(21)
+    model = Mlp()
+    compiled = _compile(model)
+    x = torch.randn(8, 16)
+    with torch.no_grad():
+        first = compiled(x)
+        handle = model.fc2.register_forward_hook(lambda module, args, out: out * 2)
+        second = compiled(x)
+        handle.remove()
+    return {"first": first, "second": second}
+
+
 CASES = {
     f.__name__: f
     for f in (
@@ -372,6 +388,7 @@ CASES = {
         break_in_inlined_call,
         dtype_attribute,
         enum_attribute,
+        hook_after_first_call,
     )
 }
 MUST_RETRACE = {

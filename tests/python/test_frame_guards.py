@@ -1,6 +1,7 @@
 """The guards a frame entry adds to Dynamo's, checked in this process against what they must mean: the storage
-partition's per-call check against the full signature it stands for (an oracle over generated input sets), and the
-hooks-dict length guard as Dynamo's C++ guard manager runs it."""
+partition's per-call check against the full signature it stands for (an oracle over generated input sets), its
+restriction to the call's own tensors, the first-call checks (hook dicts, every input's storage), and the hooks-dict
+length guard as Dynamo's C++ guard manager runs it."""
 
 from __future__ import annotations
 
@@ -136,33 +137,68 @@ def test_a_modules_hook_dict_guards_become_one_guard_on_the_module_in_the_first_
     assert out[1] is other and out[3] is carried[5] and out[4] is carried[6]
 
 
-@pytest.mark.parametrize("built", ["cpp leaves", "python check"])
-def test_the_empty_hooks_guard_fails_on_any_hook_or_a_non_dict(built):
-    from torch._C._dynamo.guards import RootGuardManager
+class _LoadBuilder:
+    """What Dynamo's guard builder gives a loaded frame's guards: its root manager and the module's globals."""
 
-    root = RootGuardManager()
+    def __init__(self):
+        from torch._C._dynamo.guards import RootGuardManager
+
+        self.guard_manager = types.SimpleNamespace(root=RootGuardManager())
+        self.runtime_global_scope = {}
+
+
+def test_the_empty_hooks_check_runs_on_the_first_call_only():
+    """Every hook dict of the module must be an empty dict on the served frame's first call (a miss otherwise); once
+    that call held, a hook registered later is not seen, as in a frame Dynamo traced (skip_nnmodule_hook_guards)."""
     members = ("_forward_hooks", "_forward_pre_hooks")
-    module = torch.nn.Linear(2, 2)
-    builder = _Builder(root, value=module if built == "cpp leaves" else None)
+    for module, ok in [
+        (torch.nn.Linear(2, 2), True),
+        (types.SimpleNamespace(_forward_hooks={}, _forward_pre_hooks=[]), False),  # not a dict
+        (types.SimpleNamespace(_forward_hooks={}), False),  # one missing
+    ]:
+        builder = _LoadBuilder()
+        guards.aotcache_empty_hooks(members, builder, types.SimpleNamespace(name="L['m']", user_stack=None))
+        assert len(builder.guard_manager.root.get_leaf_guards()) == 1  # one root check for all modules
+        assert builder.guard_manager.root.check({"m": module}) is ok
+    hooked = torch.nn.Linear(2, 2)
+    hooked.register_forward_pre_hook(lambda m, args: None)
+    builder = _LoadBuilder()
     guards.aotcache_empty_hooks(members, builder, types.SimpleNamespace(name="L['m']", user_stack=None))
-    if built == "cpp leaves":  # an accessor per hook dict, each with its C++ length leaf; nothing in Python
-        assert len(root.get_child_managers()) == 2 and not root.get_leaf_guards()
-        assert all(len(child.get_leaf_guards()) == 1 for child in root.get_child_managers())
-    else:
-        assert not root.get_child_managers() and len(root.get_leaf_guards()) == 1
-    assert root.check(module)
-    handle = module.register_forward_pre_hook(lambda m, args: None)
-    assert not root.check(module)
-    handle.remove()
-    assert root.check(module)
-    module.register_forward_hook(lambda m, args, out: None)
-    assert not root.check(module)
-    assert not root.check(types.SimpleNamespace(_forward_hooks={}, _forward_pre_hooks=[]))  # no dict
-    assert not root.check(types.SimpleNamespace(_forward_hooks={}))  # one missing
-    single = RootGuardManager()
-    relu = torch.nn.ReLU()
-    builder = _Builder(single, value=relu if built == "cpp leaves" else None)
-    guards.aotcache_empty_hooks(("_backward_hooks",), builder, types.SimpleNamespace(name="m", user_stack=None))
-    assert single.check(torch.nn.ReLU())
-    relu.register_full_backward_hook(lambda m, gi, go: None)
-    assert not single.check(relu)
+    guards.aotcache_empty_hooks(("_backward_hooks",), builder, types.SimpleNamespace(name="L['n']", user_stack=None))
+    assert len(builder.guard_manager.root.get_leaf_guards()) == 1
+    clean = torch.nn.ReLU()
+    assert not builder.guard_manager.root.check({"m": hooked, "n": clean})  # a first call with a hook: a miss
+    assert builder.guard_manager.root.check({"m": torch.nn.Linear(2, 2), "n": clean})  # the first call that holds
+    clean.register_full_backward_hook(lambda m, gi, go: None)
+    assert builder.guard_manager.root.check({"m": hooked, "n": clean})  # later calls: Dynamo's guards alone
+
+
+def test_the_storage_partition_is_checked_in_full_on_the_first_call_and_for_the_calls_tensors_after():
+    base = torch.randn(8)
+    param = torch.nn.Parameter(torch.randn(4))
+    names = ("L['x']", "L['y']", "L['self']._parameters['w']")
+    f_locals = {"x": torch.randn(3), "y": torch.randn(3), "self": types.SimpleNamespace(_parameters={"w": param})}
+    builder = _LoadBuilder()
+    guards.aotcache_storage_partition(names, [], builder, types.SimpleNamespace(name="", user_stack=None))
+    root = builder.guard_manager.root
+    assert len(root.get_leaf_guards()) == 2  # the first call's checks, and the call's own tensors (x, y)
+    aliased_param = {**f_locals, "self": types.SimpleNamespace(_parameters={"w": f_locals["x"]})}
+    assert not root.check(aliased_param)  # on the first call, every input
+    assert root.check(f_locals)
+    assert root.check(aliased_param)  # a parameter made to share later: not seen, as in a traced frame
+    assert not root.check({**f_locals, "x": base[:4], "y": base[2:]})  # the call's own tensors: every call
+    assert guards._passed_by_the_call("L['kwargs']['past_key_values'].layers[0].keys")
+    assert not guards._passed_by_the_call("L['self']._modules['0']._parameters['weight']")
+    assert not guards._passed_by_the_call("G['table']")
+
+
+def test_a_restricted_signature_is_the_signature_of_the_restricted_values():
+    for seed in range(3):
+        for values in _input_sets(seed):
+            if any(type(v) not in (torch.Tensor, torch.nn.Parameter) for v in values):
+                continue
+            full = guards.partition_signature(values)
+            rng = random.Random(len(values) + seed)
+            indices = sorted(rng.sample(range(len(values)), rng.randint(0, len(values))))
+            expected = guards.partition_signature([values[i] for i in indices])
+            assert guards.restricted_signature(full, indices) == expected

@@ -195,50 +195,63 @@ def grouped_hook_guards(carried: list[Any]) -> list[Any]:
 
 
 def aotcache_empty_hooks(members: tuple[str, ...], builder: Any, guard: Any) -> None:
-    """The guard builder's method of a module's empty-hooks guard: each hook dict in `members` must still be an empty
-    dict (what `aotcache_length_match(0)` checked for each). Built directly under the module's guard manager: an
-    attribute accessor per hook dict with the manager's own C++ dict-length leaf (checked on every call without a
-    Python call), not through Dynamo's source walk per guard. Where this torch's guard manager lacks those entry
-    points, one Python check on the module reads them all."""
-    manager = builder.get_guard_manager(guard)
-    try:
-        kind = _plain_manager_kind()
-        module = builder.get(guard)
-        for member in members:
-            child = manager.getattr_manager(
-                attr=member,
-                source=f"{guard.name}.{member}",
-                example_value=getattr(module, member, None),
-                guard_manager_enum=kind,
-            )
-            child.add_dict_length_check_guard(0, [f"aotcache not {guard.name}.{member}"], guard.user_stack)
-        return
-    except Exception:  # the leaves added so far only check more; the Python check below checks all
-        pass
+    """The guard builder's method of a module's empty-hooks guard: each hook dict in `members` must be an empty dict
+    (what `aotcache_length_match(0)` checked for each) when the served frame first runs in this process
+    (`first_call`). After that, as for a frame Dynamo traced itself (`skip_nnmodule_hook_guards`, torch's default),
+    a hook registered later is not seen: the same call in a process that traced the frame runs the same code. Per
+    call this costs nothing; format 4 checked six hook dicts of every module on every call."""
+    code = _compile_sources((guard.name,))
     get = operator.attrgetter(*members)
+    single = len(members) == 1
     dict_type = dict
 
-    def check(module: Any) -> bool:
+    def check(f_locals: Any, scope_globals: dict[str, Any]) -> bool:
         try:
-            values = get(module)
+            values = get(eval_sources(code, f_locals, scope_globals)[0])
         except Exception:
             return False
-        if len(members) == 1:
-            values = (values,)
-        for value in values:
+        for value in (values,) if single else values:
             if value or not isinstance(value, dict_type):
                 return False
         return True
 
-    parts = [f"aotcache no hooks on {guard.name}: {', '.join(members)} empty"]
-    manager.add_lambda_guard(check, parts, guard.user_stack)
+    first_call(builder).add(f"{guard.name}: {', '.join(members)} empty", check)
 
 
-@functools.cache
-def _plain_manager_kind() -> Any:
-    from torch._dynamo.guards import GuardManagerType
+class FirstCall:
+    """The checks of a served frame that establish cross-process facts: run on the first call its guard manager
+    sees in this process (the call it is served for), never again once they held. What runs per call after that is
+    Dynamo's own guards, as for a frame it traced itself (plus the storage partition of the call's own tensor
+    inputs, `aotcache_storage_partition`)."""
 
-    return GuardManagerType.GUARD_MANAGER
+    def __init__(self, scope_globals: dict[str, Any]) -> None:
+        self.scope_globals = scope_globals
+        self.checks: list[tuple[str, Any]] = []
+        self.held = False
+
+    def add(self, what: str, check: Any) -> None:
+        self.checks.append((what, check))
+
+    def __call__(self, f_locals: Any) -> bool:
+        if self.held:
+            return True
+        for _, check in self.checks:
+            if not check(f_locals, self.scope_globals):
+                return False
+        self.held = True
+        return True
+
+
+def first_call(builder: Any) -> FirstCall:
+    """The FirstCall of the guard manager `builder` builds, added to its root the first time it is asked for."""
+    state = getattr(builder, "_aotcache_first_call", None)
+    if state is None:
+        state = FirstCall(builder.runtime_global_scope)
+        builder._aotcache_first_call = state
+        builder.guard_manager.root.add_lambda_guard(
+            state, ["aotcache: the checks of the frame's first call in this process (hook dicts, storages)"], None
+        )
+    return state
 
 
 def keep_builtins(check_fn_manager: Any, carried: list[Any], output_graph: Any) -> None:
@@ -385,20 +398,57 @@ def _source_scope() -> dict[str, Any]:
 
 
 def aotcache_storage_partition(names: tuple[str, ...], signature: list, builder: Any, guard: Any) -> None:
-    """The guard builder's method of the storage-partition guard: a root guard over the frame's locals."""
+    """The guard builder's method of the storage-partition guard. Every graph input's storage is compared with the
+    recording's on the first call (`first_call`); on every call, only the tensors the call passes (sources that do
+    not reach a module's parameters, buffers or submodules, nor the module's globals), as those change from call to
+    call. A parameter made to share a storage after the first call is not seen, as Dynamo does not see it in a
+    frame it traced itself."""
     code = _compile_sources(names)
-    scope_globals = builder.runtime_global_scope  # the module's own globals, not the serialized copy
 
-    def check(f_locals: Any) -> bool:
+    def check_all(f_locals: Any, scope_globals: dict[str, Any]) -> bool:
         try:
             values = eval_sources(code, f_locals, scope_globals)
         except Exception:
             return False
         return partition_matches(values, signature)
 
+    first_call(builder).add(f"storage partition of {len(names)} inputs: {signature}", check_all)
+    per_call = [i for i, name in enumerate(names) if _passed_by_the_call(name)]
+    if len(per_call) < 2:
+        return
+    sub_signature = restricted_signature(signature, per_call)
+    per_call_code = _compile_sources(tuple(names[i] for i in per_call))
+    scope_globals = builder.runtime_global_scope  # the module's own globals, not the serialized copy
+
+    def check(f_locals: Any) -> bool:
+        try:
+            values = eval_sources(per_call_code, f_locals, scope_globals)
+        except Exception:
+            return False
+        return partition_matches(values, sub_signature)
+
     builder.guard_manager.root.add_lambda_guard(
-        check, [f"aotcache storage partition of {len(names)} inputs: {signature}"], None
+        check, [f"aotcache storage partition of the {len(per_call)} tensors the call passes: {sub_signature}"], None
     )
+
+
+_MODULE_STATE = ("._parameters[", "._buffers[", "._modules[")
+
+
+def _passed_by_the_call(name: str) -> bool:
+    """Whether a source names a tensor the call passes (an argument, an item of one), not a module's state."""
+    return name.startswith("L[") and not any(part in name for part in _MODULE_STATE)
+
+
+def restricted_signature(signature: list, indices: list[int]) -> list:
+    """`signature` (partition_signature of a list) as partition_signature gives it for the values at `indices`."""
+    where = {old: new for new, old in enumerate(indices)}
+    out = []
+    for nbytes, members in signature:
+        kept = [[where[i], offset] for i, offset in members if i in where]
+        if len(kept) > 1:
+            out.append([nbytes, kept])
+    return sorted(out)
 
 
 # ---- device meshes of DTensor graphs ---------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ def record_call(queries: dict[str, list[Any]], fn: Any, args: list[Any], kwargs:
 
 def answers(queries: dict[str, list[Any]]) -> list[list[Any]]:
     """[[name, args, kwargs, answer text], ...] of the recorded calls, answered in this process now."""
-    return sorted([*call, _answer(*call)] for call in queries.values())
+    return [[*queries[k], _answer(*queries[k])] for k in sorted(queries)]  # keys: the calls' JSON
 
 
 def _answer(name: str, args: list[Any], kwargs: dict[str, Any]) -> str:
