@@ -123,8 +123,9 @@ def rebound_torch_functions() -> dict[str, str]:
         value = namespace.get(name)
         if value is expected or value is None:
             continue
+        # Its bytecode (what runs, whatever its file says now) and, where readable, its source with what it reads.
         try:
-            out[name] = code_digest.function_digest(value)
+            out[name] = f"{_fallback_digest(value)}:{code_digest.function_digest(value)}"
         except Exception:  # no source (a lambda typed at a prompt), or not a Python function
             out[name] = _fallback_digest(value)
     return out

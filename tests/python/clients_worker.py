@@ -2,10 +2,12 @@
 a PEFT LoRA adapter on a small Llama (a compiled training step and a compiled inference forward). Models from
 configs with random weights, fixed seeds, CPU.
 
-    python clients_worker.py BACKEND OUT.pt [CLIENT...]      BACKEND: aotcache | inductor (torch's caches off)
+    python clients_worker.py BACKEND OUT.pt [CLIENT...]
+        BACKEND: aotcache | inductor (torch's caches off) | inductor-cached (torch's caches on, as by default)
 
-Writes {client: {name: tensor}} and prints one line "STATS <json>" with aotcache.stats() (aotcache only).
-test_clients.py runs it cold, warm and under inductor.
+Writes {client: {name: tensor}}, prints one line "STATS <json>" with aotcache.stats() (aotcache only) and one line
+"TIMES <json>": each client's seconds from the start of its run to its results (imports done before: the zoo's
+first-step measure). test_clients.py runs it cold, warm and under inductor; bench/clients.py times it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import logging
 import os
 import sys
+import time
 import warnings
 
 import torch
@@ -106,16 +109,25 @@ def main() -> int:
     names = sys.argv[3:] or list(CLIENTS)
     if backend == "aotcache":
         import aotcache  # noqa: F401  (registers the backend)
-    else:
+    elif backend == "inductor":
         torch._inductor.config.fx_graph_cache = False
         torch._functorch.config.enable_autograd_cache = False
+    else:
+        backend = "inductor"  # inductor-cached: torch's own caches as they are by default
+    import peft  # noqa: F401  (the clients' imports, outside the timed runs)
+    import pytorch_lightning  # noqa: F401
+    import transformers  # noqa: F401
+
     logging.basicConfig(level=logging.WARNING, format="LOG %(name)s %(levelname)s %(message)s", stream=sys.stdout)
     logging.getLogger("aotcache").setLevel(logging.INFO)
-    results = {}
+    results, times = {}, {}
     for name in names:
         torch._dynamo.reset()
+        started = time.perf_counter()
         results[name] = CLIENTS[name](backend)
+        times[name] = time.perf_counter() - started
     torch.save(results, out)
+    print("TIMES " + json.dumps(times, sort_keys=True))
     if backend == "aotcache":
         import aotcache
 

@@ -348,12 +348,16 @@ def enum_attribute(variant: bool) -> dict[str, torch.Tensor]:
     return {"out": _compile(Adapter(kind))(torch.randn(8, 16))}
 
 
+class HookedLaterMlp(Mlp):
+    pass
+
+
 def hook_after_first_call(variant: bool) -> dict[str, torch.Tensor]:
     # A hook registered after the frame's first call: a frame Dynamo traced does not see it (torch's default
     # skip_nnmodule_hook_guards), so neither does a served one, whose hook-dict checks run on its first call only
     # (format 4 checked them on every call: served and traced frames then computed different things).
     torch.manual_seed(21)
-    model = Mlp()
+    model = HookedLaterMlp()  # a class of its own: its frame is keyed apart from the other cases' Mlp
     compiled = _compile(model)
     x = torch.randn(8, 16)
     with torch.no_grad():

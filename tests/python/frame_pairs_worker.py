@@ -49,10 +49,11 @@ def main() -> int:
         if os.environ.get("AOTC_PAIR_DISABLE_READ_SET") == "1":
             # The verifier's own test: without the read set's check a stale frame is served, and the verifier
             # must find it (and run Dynamo's result instead).
-            from aotcache.frames import read_set
+            from aotcache.frames import process_state, read_set
 
             read_set.changed = lambda *args: None
             read_set.facts_changed = lambda *args: None
+            process_state.facts_changed = lambda *args: None
     else:
         torch._inductor.config.fx_graph_cache = False
         torch._functorch.config.enable_autograd_cache = False

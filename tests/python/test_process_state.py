@@ -26,6 +26,10 @@ CANNOT_VARY_HERE = {
     "torch._utils._get_device_index": "depends on the current accelerator device: none here",
     "torch.autograd._is_checkpoint_valid": "only False inside a non-reentrant checkpoint's backward",
     "torch.get_autocast_gpu_dtype": "the CUDA autocast dtype: varied like get_autocast_dtype, on a GPU machine",
+    "torch.backends.mps.is_available": "no MPS here (torch 2.14+ folds it; the environment component keys the machine)",
+    "torch.backends.mps.is_built": "fixed by the build (torch 2.14+ folds it; the environment keys the build)",
+    "torch.mps.is_available": "no MPS here (torch 2.14+ folds it)",
+    "torch.mtia.is_available": "no MTIA here (torch 2.14+ folds it)",
     "torch._C._get_privateuse1_backend_name": "renamed once per process (rename_privateuse1_backend): one state here",
 }
 # The operators of frame_pairs that put A and B in two states of each query.
