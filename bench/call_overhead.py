@@ -154,9 +154,10 @@ def main() -> int:
                     runs[system].append(run(system, name, args.calls, Path(tmp)))
             if any(r.get("frames_served", 0) < 1 for r in runs["aotcache_warm"]):
                 raise RuntimeError(f"{name}: a warm aotcache process did not serve its frame: {runs['aotcache_warm']}")
-            sums = {r["checksum"] for rs in runs.values() for r in rs}
-            if len(sums) != 1:
-                raise RuntimeError(f"{name}: results differ across systems: {sums}")
+            sums = {r["checksum"] for s, rs in runs.items() if s != "eager" for r in rs}  # compiled: bitwise
+            eager = {r["checksum"] for r in runs["eager"]}
+            if len(sums) != 1 or any(abs(e - next(iter(sums))) > 1e-4 * max(1.0, abs(e)) for e in eager):
+                raise RuntimeError(f"{name}: results differ across systems: compiled {sums}, eager {eager}")
             med = {s: statistics.median(r["per_call_us"] for r in rs) for s, rs in runs.items()}
             table.append({"model": name, "per_call_us": med, "runs": runs})
             print(f"{name}: " + ", ".join(f"{s} {v:.0f} us" for s, v in med.items()), flush=True)
@@ -170,8 +171,8 @@ def main() -> int:
         meta,
         "",
         "Per-call time after the first call (us, median batch, median of processes; gpt2_decode: per generated "
-        "token); aotcache cold = the frame traced in that process, warm = served from the entry. Results equal "
-        "across systems.",
+        "token); aotcache cold = the frame traced in that process, warm = served from the entry. Results bitwise "
+        "equal across the compiled systems, eager's within 1e-4.",
         "",
         "| model | eager | inductor (traced) | aotcache cold (traced) | aotcache warm (served) | "
         "served - traced inductor | served / traced inductor |",
