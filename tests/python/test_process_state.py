@@ -193,3 +193,13 @@ def test_a_rebound_torch_function_is_in_the_graph_key():
         torch.exp = original
     assert set(first) == {"exp"} and first != second
     assert global_state.rebound_torch_functions() == {}
+
+
+def test_numpy_values_by_content():
+    import numpy as np
+
+    fp = read_set.Fingerprints()
+    assert fp.of(np.array([1.0, 2.0])) != fp.of(np.array([1.0, 3.0]))
+    assert fp.of(np.array([1.0, 2.0])) != fp.of(np.array([1.0, 2.0], dtype=np.float32))
+    assert fp.of(np.float64(math.nan)) != fp.of(np.float64(-math.nan))
+    assert fp.of(np.array([1, 2])) == read_set.Fingerprints().of(np.array([1, 2]))

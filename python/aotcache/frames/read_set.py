@@ -173,6 +173,11 @@ class Fingerprints:
             return self._container(value, depth)
         if isinstance(value, enum.Enum):
             return f"enum:{self.of(t, depth + 1)}:{value.name}:{self.of(value.value, depth + 1)}"
+        if t.__module__ == "numpy" and hasattr(value, "tobytes") and hasattr(value, "dtype"):
+            # a numpy array or scalar: dtype, shape and every byte (NaN's sign too), as the program reads it
+            data = value.tobytes() if getattr(value, "nbytes", 0) <= 1 << 20 else b"<large>"
+            digest = hashlib.sha256(data).hexdigest()[:32]
+            return f"numpy:{t.__name__}:{value.dtype}:{getattr(value, 'shape', ())}:{digest}"
         # Any other object: by its class (its attributes Dynamo read are guarded, and fingerprinted, by source).
         return f"object:{self.of(t, depth + 1)}"
 
