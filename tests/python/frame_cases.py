@@ -368,6 +368,24 @@ def hook_after_first_call(variant: bool) -> dict[str, torch.Tensor]:
     return {"first": first, "second": second}
 
 
+class HookedAfterCompileMlp(Mlp):
+    pass
+
+
+def hook_ids_shifted(variant: bool) -> dict[str, torch.Tensor]:
+    # A hook registered after another compile: its key in the hook dict is a handle id from a process-wide counter
+    # (RemovableHandle.next_id), which tracing moves (a traced compile makes handles, a served one none), so warm
+    # the same hook has another key. The program sees the hooks' order, never their keys: the frame is served (the
+    # hook dicts' order was read with their keys, and a DTensor job's frames under parallelize_module never hit).
+    torch.manual_seed(22)
+    warmup = Mlp()
+    _compile(warmup)(torch.randn(2, 16)).sum().backward()
+    model = HookedAfterCompileMlp()
+    model.fc1.register_forward_hook(lambda module, args, out: out * 0.5)
+    model.fc2.register_forward_pre_hook(lambda module, args: (args[0] + 1,))
+    return {"out": _compile(model)(torch.randn(4, 16))}
+
+
 CASES = {
     f.__name__: f
     for f in (
@@ -393,6 +411,7 @@ CASES = {
         dtype_attribute,
         enum_attribute,
         hook_after_first_call,
+        hook_ids_shifted,
     )
 }
 MUST_RETRACE = {

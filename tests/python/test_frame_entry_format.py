@@ -128,7 +128,11 @@ def test_payload_keeps_the_newest_candidates():
     with pytest.raises(ValueError):
         entry.decode(b'{"format": 3, "candidates": []}')  # format 3 had a guard per hook dict: traced again
     with pytest.raises(ValueError):
-        entry.decode(b'{"format": 5, "candidates": []}')
+        entry.decode(b'{"format": 4, "candidates": []}')  # format 4 had no process-state facts: traced again
+    with pytest.raises(ValueError):
+        entry.decode(b'{"format": 5, "candidates": []}')  # format 5 read hook dicts' order with their handle ids
+    with pytest.raises(ValueError):
+        entry.decode(b'{"format": %d, "candidates": []}' % (entry.FORMAT + 1))  # a newer writer's format
 
 
 class PlainConfig:

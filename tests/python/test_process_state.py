@@ -5,6 +5,8 @@ states (the pairs themselves run in test_frame_pairs.py's attack table)."""
 
 from __future__ import annotations
 
+import collections
+
 import json
 import math
 
@@ -203,3 +205,45 @@ def test_numpy_values_by_content():
     assert fp.of(np.array([1.0, 2.0])) != fp.of(np.array([1.0, 2.0], dtype=np.float32))
     assert fp.of(np.float64(math.nan)) != fp.of(np.float64(-math.nan))
     assert fp.of(np.array([1, 2])) == read_set.Fingerprints().of(np.array([1, 2]))
+
+
+def test_hook_dicts_read_by_their_hooks_not_their_handle_ids():
+    """A hook dict's keys are handle ids from a process-wide counter that compiles move: the same hooks under other
+    ids read the same (a DTensor job's frames were never served warm); another order, another hook, or a hook moved
+    in or out of a companion dict (with_kwargs, always_called) reads other content."""
+    fp = read_set.Fingerprints()
+
+    def hook(module, args, out):
+        return out * 2
+
+    def other(module, args, out):
+        return out + 1
+
+    def reading(model, kind=read_set.ORDER_KIND, attr="_forward_hooks"):
+        scope = {"m": model}
+        name = f"L['m'].fc.{attr}"
+        value = getattr(model.fc, attr)
+        return read_set._reading(kind, value, fp, read_set._hook_entries(name, value, scope, {}))
+
+    def model(*hooks, **kw):
+        m = torch.nn.Module()
+        m.fc = torch.nn.Linear(2, 2)
+        for h in hooks:
+            m.fc.register_forward_hook(h, **kw)
+        return m
+
+    first = model(hook, other)
+    torch.utils.hooks.RemovableHandle(collections.OrderedDict())  # moves the counter: other ids, same hooks
+    second = model(hook, other)
+    assert list(first.fc._forward_hooks) != list(second.fc._forward_hooks)
+    for kind in (read_set.ORDER_KIND, "DICT_KEYS_MATCH"):
+        assert reading(first, kind) == reading(second, kind)
+    assert reading(first) != reading(model(other, hook))
+    assert reading(first) != reading(model(hook))
+    assert reading(first) != reading(model(hook, other, always_call=True))
+    assert reading(first, "DICT_KEYS_MATCH") != reading(model(hook, other, always_call=True), "DICT_KEYS_MATCH")
+    # Any other dict keeps its keys: they are the program's values.
+    plain = torch.nn.Module()
+    plain.fc = type("Holder", (), {})()
+    plain.fc._forward_hooks = {1: hook}
+    assert read_set._hook_entries("L['m'].fc._forward_hooks", plain.fc._forward_hooks, {"m": plain}, {}) is None

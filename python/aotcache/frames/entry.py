@@ -39,7 +39,7 @@ KIND = "aotcache.frame"
 # are one guard (guards.aotcache_empty_hooks), which an older reader could not unpickle; 5: facts carry the process
 # state (process_state.py: folded queries, global state, compile state) and reads the iteration order of iterated sets
 # and positionally read OrderedDicts: a format-4 candidate lacks what makes it sound. An older entry is never served.
-FORMAT = 5
+FORMAT = 6
 MAX_CANDIDATES = 16
 
 

@@ -66,9 +66,12 @@ KEYS_KINDS = frozenset({"DICT_KEYS_MATCH", "MAPPING_KEYS_CHECK", "DICT_KEYS"})
 # Not a Dynamo guard kind: the order a container is iterated in, where the program saw it and Dynamo's guard does not
 # check it: a set or dict the trace iterated (Dynamo notes them in output_graph.guard_on_key_order; it compares sets
 # by equality: {8, 16} == {16, 8}, iterated 8, 16 or 16, 8),
-# an OrderedDict whose items Dynamo reads by position (a module's hook dicts: a hook registered with prepend=True
-# runs first while Dynamo's guard, reading the underlying dict, still finds the recorded order).
 ORDER_KIND = "ITERATION_ORDER"
+# Not a Dynamo guard kind either: the order of the values of an OrderedDict whose items Dynamo reads by position (a
+# module's hook dicts: a hook registered with prepend=True runs first while Dynamo's guard, reading the underlying
+# dict, still finds the recorded order). Values only: a hook dict's keys are handle ids from a process-wide counter
+# (RemovableHandle.next_id), which every compile and every hook registered before moves, and the program never sees.
+POSITION_KIND = "POSITION_ORDER"
 
 _MAX_DEPTH = 4
 _CODE_GLOBALS = (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType)
@@ -362,8 +365,9 @@ def facts() -> dict[str, Any]:
 
 
 # ---- record and check -----------------------------------------------------------------------------------------
-def _reading(kind: str, value: Any, fp: Fingerprints) -> str | None:
-    """What a guard of `kind` read from `value`, as a digest; None for kinds it does not concern."""
+def _reading(kind: str, value: Any, fp: Fingerprints, hooks: list | None = None) -> str | None:
+    """What a guard of `kind` read from `value`, as a digest; None for kinds it does not concern. `hooks`: the value's
+    entries when it is a module's hook dict (`_hook_entries`), whose keys are read by what they mean, not by value."""
     if kind in VALUE_KINDS:
         return fp.digest(value)
     if kind in TYPE_KINDS:
@@ -371,10 +375,52 @@ def _reading(kind: str, value: Any, fp: Fingerprints) -> str | None:
     if kind in LENGTH_KINDS:
         return f"len:{len(value)}"
     if kind in KEYS_KINDS:
-        return fp.digest(list(value.keys()))
+        return fp.digest(["hook ids", [m for _, m in hooks]] if hooks is not None else list(value.keys()))
     if kind == ORDER_KIND:
+        if hooks is not None:
+            return fp.digest(["hooks", hooks])
         return fp.digest(list(value.items()) if isinstance(value, dict) else list(value))
+    if kind == POSITION_KIND:
+        return fp.digest(list(value.values()))
     return None
+
+
+# A module's hook dicts map handle ids to hooks. The ids come from a process-wide counter (RemovableHandle.next_id)
+# that every hook registered before, and every compile Dynamo traces, moves: a served frame's process has other ids
+# for the same hooks. What the program sees of an id is whether the hook's companion dicts hold it (nn.Module's
+# _call_impl: `hook_id in self._forward_hooks_with_kwargs`); so a hook dict is read as its hooks in order, each with
+# the companions that hold its id (a DTensor job's frames under parallelize_module were never served).
+_HOOK_COMPANIONS = {
+    "_forward_hooks": ("_forward_hooks_with_kwargs", "_forward_hooks_always_called"),
+    "_forward_pre_hooks": ("_forward_pre_hooks_with_kwargs",),
+    "_backward_hooks": (),
+    "_backward_pre_hooks": (),
+    "_global_forward_hooks": ("_global_forward_hooks_with_kwargs", "_global_forward_hooks_always_called"),
+    "_global_forward_pre_hooks": (),
+    "_global_backward_hooks": (),
+    "_global_backward_pre_hooks": (),
+}
+_HOOK_DICT = re.compile(r"^(.+)\.(" + "|".join(_HOOK_COMPANIONS) + r")$")
+
+
+def _hook_entries(name: str, value: Any, f_locals: Any, f_globals: dict[str, Any]) -> list | None:
+    """[(hook, [id in each companion dict]), ...] in order when `name` reads a hook dict of an nn.Module (or one of
+    torch.nn.modules.module's global ones); None for any other source."""
+    match = _HOOK_DICT.match(name)
+    if match is None or not isinstance(value, dict):
+        return None
+    from aotcache.frames import guards
+
+    try:
+        owner = guards.eval_sources(_compiled(match.group(1)), f_locals, f_globals)[0]
+    except Exception:
+        return None
+    import torch.nn.modules.module as module_module
+
+    if not (isinstance(owner, torch.nn.Module) or owner is module_module):
+        return None
+    companions = [getattr(owner, attr, {}) for attr in _HOOK_COMPANIONS[match.group(2)]]
+    return [(hook, [key in companion for companion in companions]) for key, hook in value.items()]
 
 
 def _is_global_tensor_guard(kind: str, name: str) -> bool:
@@ -430,6 +476,8 @@ def record(
     `rolled_back`: the guards of a tracing attempt Dynamo abandoned; a source that names a global only that attempt
     installed (and removed) cannot be read again, here or on load: left out."""
     fp = Fingerprints(frozenset(traced) if traced is not None else None)
+    scope = getattr(builder, "scope", {})
+    f_locals, f_globals = scope.get("L", {}), scope.get("G", {})
     out = set()
     for guard in sorted_guards:
         kind = guard.create_fn_name()
@@ -444,14 +492,15 @@ def record(
             if not rolled_back:
                 raise
             continue
-        reading = fp.digest(value) if kind == "TENSOR_MATCH" else _reading(kind, value, fp)
+        hooks = _hook_entries(name, value, f_locals, f_globals) if kind in KEYS_KINDS else None
+        reading = fp.digest(value) if kind == "TENSOR_MATCH" else _reading(kind, value, fp, hooks)
         if reading is not None:
             out.add((_BUILTINS_DICT.sub(f"G[{BUILTINS_VIEW!r}]", name) if rolled_back else name, kind, reading))
         for source in _ordered_containers(builder, guard):
             source_name = source.name
             if rolled_back:
                 source_name = _BUILTINS_DICT.sub(f"G[{BUILTINS_VIEW!r}]", source_name)
-            out.add((source_name, ORDER_KIND, _reading(ORDER_KIND, builder.get(source), fp)))
+            out.add((source_name, POSITION_KIND, _reading(POSITION_KIND, builder.get(source), fp)))
     for source in iterated:
         name = source.name
         if rolled_back or not ("L[" in name or "G[" in name):
@@ -461,7 +510,8 @@ def record(
         except Exception:
             continue
         if isinstance(value, (set, frozenset, dict)):
-            out.add((name, ORDER_KIND, _reading(ORDER_KIND, value, fp)))
+            hooks = _hook_entries(name, value, f_locals, f_globals)
+            out.add((name, ORDER_KIND, _reading(ORDER_KIND, value, fp, hooks)))
     return [list(row) for row in sorted(out)]
 
 
@@ -478,7 +528,8 @@ def changed(
             value = guards.eval_sources(_compiled(name), f_locals, f_globals)[0]
         except Exception as e:
             return f"{name} ({kind}) no longer evaluates: {type(e).__name__}"
-        now = fp.digest(value) if kind == "TENSOR_MATCH" else _reading(kind, value, fp)
+        hooks = _hook_entries(name, value, f_locals, f_globals) if kind in KEYS_KINDS or kind == ORDER_KIND else None
+        now = fp.digest(value) if kind == "TENSOR_MATCH" else _reading(kind, value, fp, hooks)
         if now != reading:
             return f"{name} ({kind}) reads other content"
     return None
