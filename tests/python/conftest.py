@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -217,3 +218,23 @@ def cli(cache_dir: Path, *args: str, expect_rc: int = 0) -> str:
     proc = subprocess.run([str(exe), "--dir", str(cache_dir), *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == expect_rc, f"aotcache {' '.join(args)} -> {proc.returncode}\n{proc.stdout}{proc.stderr}"
     return proc.stdout
+
+
+# ---- time per test file ------------------------------------------------------------------------------------------
+# CI's budget is spent per file (pytest-xdist gives each worker one file at a time): the session ends with every
+# file's total (setup, call and teardown of its tests), longest first, so the next person sees where the time goes.
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if not _FILE_SECONDS:
+        return
+    total = sum(_FILE_SECONDS.values())
+    terminalreporter.section(f"seconds per test file (all workers: {total:.0f} s)")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{seconds:8.1f} s  {path}")

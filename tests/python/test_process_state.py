@@ -6,7 +6,6 @@ states (the pairs themselves run in test_frame_pairs.py's attack table)."""
 from __future__ import annotations
 
 import collections
-
 import json
 import math
 
