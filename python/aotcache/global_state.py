@@ -19,7 +19,7 @@ import torch._inductor.config as inductor_config
 from aotcache.errors import Bypass
 
 # Fields that steer torch's own caches, logging or worker processes: they never change the compiled code, and
-# keeping them out means a user who toggles torch's caches still hits. (Docs: docs/key-encoding.md.)
+# keeping them out means a user who toggles torch's caches still hits. (Docs: docs/formats/key-encoding.md.)
 _CONFIG_FIELDS_WITHOUT_EFFECT = {
     "inductor": {
         "fx_graph_cache",
@@ -106,6 +106,7 @@ def autograd_state() -> dict[str, Any]:
         "bf16_reduced_precision": bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
         "sdpa": attention_backends(),
         "rebound_torch": rebound_torch_functions(),
+        "compile_tables": user_compile_table_entries(),
     }
 
 
@@ -129,6 +130,82 @@ def rebound_torch_functions() -> dict[str, str]:
         except Exception:  # no source (a lambda typed at a prompt), or not a Python function
             out[name] = _fallback_digest(value)
     return out
+
+
+# Inductor's tables of what compiling an op means: a decomposition (run while AOTAutograd traces) and a lowering (run
+# while Inductor generates code) per op. A process that registers its own (`decompositions[aten.gelu.default] = fn`,
+# `register_lowering`, a library doing so at import) compiles other code from the same graph.
+_COMPILE_TABLES = (("decompositions", "torch._inductor.decomposition"), ("lowerings", "torch._inductor.lowering"))
+_torch_entries: dict[str, frozenset] = {}  # table -> its (op, function) pairs that are torch's own, when first seen
+_entry_digests: dict[int, tuple[Any, str]] = {}
+_last_tables: dict[str, tuple[list, list, dict[str, str]]] = {}  # table -> (keys, values, its entries) last seen
+
+
+def _torch_owned(fn: Any) -> bool:
+    """Defined in torch's own modules: a function by the module its code runs in (functools.wraps copies a
+    `__module__` of what it wraps, "functools" for a partial), anything else by its class's module."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    scope = getattr(fn, "__globals__", None)
+    module = scope.get("__name__", "") if isinstance(scope, dict) else getattr(type(fn), "__module__", "")
+    return module == "torch" or module.startswith("torch.")
+
+
+def user_compile_table_entries() -> dict[str, str]:
+    """{"table:op": digest} of every entry of Inductor's decomposition and lowering tables that is not torch's own:
+    a function of another module, or torch's function moved to another op. Empty in a process that registers none.
+    A table whose module is not imported is empty here (nothing could have registered into it); torch's own entries
+    registered later (a lowering added when its module is imported) are not keyed. An unchanged table costs two list
+    comparisons by identity per call (tens of microseconds); the full scan runs once per table and process."""
+    out: dict[str, str] = {}
+    for attr, module_name in _COMPILE_TABLES:
+        module = sys.modules.get(module_name)
+        table = getattr(module, attr, None) if module is not None else None
+        if not isinstance(table, dict):
+            continue
+        keys, values = list(table), list(table.values())
+        last = _last_tables.get(attr)
+        if last is not None and last[0] == keys and last[1] == values:
+            out.update(last[2])
+            continue
+        found = _user_entries(attr, table)
+        _last_tables[attr] = (keys, values, found)
+        out.update(found)
+    return out
+
+
+def _user_entries(attr: str, table: dict) -> dict[str, str]:
+    own = _torch_entries.get(attr)
+    if own is None:
+        own = _torch_entries[attr] = frozenset((op, fn) for op, fn in table.items() if _torch_owned(fn))
+        _torch_entries[attr + ".ops"] = frozenset(op for op, _ in own)
+    own_ops = _torch_entries[attr + ".ops"]
+    out: dict[str, str] = {}
+    for op, fn in set(table.items()) - own:
+        if _torch_owned(fn) and op not in own_ops:
+            continue  # torch's own, registered after the scan
+        out[f"{attr}:{op}"] = _entry_digest(fn)
+    return out
+
+
+def _entry_digest(fn: Any) -> str:
+    cached = _entry_digests.get(id(fn))
+    if cached is not None and cached[0] is fn:
+        return cached[1]
+    from aotcache import code_digest
+
+    inner, args = fn, []
+    while isinstance(inner, functools.partial):
+        args.append(repr((inner.args, sorted(inner.keywords.items()))))
+        inner = inner.func
+    try:
+        digest = f"{_fallback_digest(inner)}:{code_digest.function_digest(inner)}"
+    except Exception:
+        digest = _fallback_digest(inner)
+    if args:
+        digest += ":" + "|".join(args)
+    _entry_digests[id(fn)] = (fn, digest)
+    return digest
 
 
 def _fallback_digest(value: Any) -> str:

@@ -432,6 +432,16 @@ PROCESS_STATE_OPERATORS: list[Operator] = [
         zoo=False,
     ),
     Operator(
+        "inductor_decomposition",
+        "F.gelu(h)",
+        setup="from torch._inductor import decomposition as _decomp\n"
+        "gelu = torch.ops.aten.gelu.default\nold = _decomp.decompositions[gelu]\n"
+        "if B:\n    _decomp.decompositions[gelu] = lambda x, approximate='none': x * torch.sigmoid(1.702 * x)\n"
+        "return lambda: _decomp.decompositions.__setitem__(gelu, old)",
+        values=((0, 0),),
+        zoo=False,
+    ),
+    Operator(
         "nan_sign",
         "h * math.copysign({a}, lib.K)",
         lib="K = -math.nan if B else math.nan",

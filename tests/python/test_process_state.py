@@ -246,3 +246,29 @@ def test_hook_dicts_read_by_their_hooks_not_their_handle_ids():
     plain.fc = type("Holder", (), {})()
     plain.fc._forward_hooks = {1: hook}
     assert read_set._hook_entries("L['m'].fc._forward_hooks", plain.fc._forward_hooks, {"m": plain}, {}) is None
+
+
+def test_a_decomposition_or_lowering_of_its_own_is_in_the_graph_key():
+    """Inductor decomposes and lowers each op through its tables: a process that registers its own entry compiles
+    other code from the same graph (the attack pair inductor_decomposition: before, the graph cache served the
+    other process's gelu)."""
+    from torch._inductor import decomposition, lowering
+
+    gelu, relu = torch.ops.aten.gelu.default, torch.ops.aten.relu.default
+    assert global_state.user_compile_table_entries() == {}
+    old_decomposition, old_lowering = decomposition.decompositions[gelu], lowering.lowerings[relu]
+    try:
+        decomposition.decompositions[gelu] = lambda x, approximate="none": x * torch.sigmoid(1.702 * x)
+        first = global_state.user_compile_table_entries()
+        assert list(first) == ["decompositions:aten.gelu.default"]
+        decomposition.decompositions[gelu] = lambda x, approximate="none": x * torch.sigmoid(1.5 * x)
+        assert global_state.user_compile_table_entries() != first
+        decomposition.decompositions[gelu] = decomposition.decompositions[torch.ops.aten.silu.default]
+        assert list(global_state.user_compile_table_entries()) == ["decompositions:aten.gelu.default"]
+        decomposition.decompositions[gelu] = old_decomposition
+        lowering.lowerings[relu] = lowering.lowerings[torch.ops.aten.sigmoid.default]
+        assert list(global_state.user_compile_table_entries()) == ["lowerings:aten.relu.default"]
+        assert global_state.autograd_state()["compile_tables"] == global_state.user_compile_table_entries()
+    finally:
+        decomposition.decompositions[gelu], lowering.lowerings[relu] = old_decomposition, old_lowering
+    assert global_state.user_compile_table_entries() == {}
