@@ -2,7 +2,7 @@
 
 The guards are the ones torch 2.13 produces for `F.conv1d(x, w, stride=2)` under automatic dynamic shapes (compiled
 twice with different sizes, AOTAutograd included): 10 ShapeEnv guards over 6 size symbols, the same 10 guard texts
-that src/guard/guard_bench.cc evaluates (docs/guard-format.md). Measured, per entry:
+that src/guard/guard_bench.cc evaluates (docs/formats/guard-format.md). Measured, per entry:
 
 - `ShapeEnv.evaluate_guards_expression(code, args)` on the code of `produce_guards_expression(placeholders)`: torch's
   own API (it `eval`s the code string on every call; the code also checks the inputs' sizes and strides against the

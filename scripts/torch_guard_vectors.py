@@ -3,7 +3,7 @@
 For each program: compile with an aot_eager-backed recording backend (AOTAutograd's guards included), then print
 `str(expr)` of every ShapeEnv guard with its size symbols renamed canonically (s0, s1, ... by first appearance in the
 graph inputs' sizes), and torch's own `produce_guards_expression` text. The vectors in src/guard/guard_test.cc come
-from this output (docs/guard-format.md).
+from this output (docs/formats/guard-format.md).
 
     /work/main/.venv/bin/python scripts/torch_guard_vectors.py
 """

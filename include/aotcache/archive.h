@@ -1,6 +1,6 @@
-// A cache archive: many entries in one file, for `aotcache export` / `aotcache import` (docs/archive-format.md).
-// Entries are carried as their exact entry-format bytes; the reader frames them and the importer verifies each one
-// with decode_entry before storing it.
+// A cache archive: many entries in one file, for `aotcache export` / `aotcache import`
+// (docs/formats/archive-format.md). Entries are carried as their exact entry-format bytes; the reader frames them and
+// the importer verifies each one with decode_entry before storing it.
 #pragma once
 
 #include <cstdint>

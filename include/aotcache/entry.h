@@ -1,5 +1,5 @@
-// A cache entry and its on-disk format (docs/entry-format.md): header with magic and format version, the manifest,
-// metadata, the compiled payload, and a SHA-256 checksum over everything, verified on every read.
+// A cache entry and its on-disk format (docs/formats/entry-format.md): header with magic and format version, the
+// manifest, metadata, the compiled payload, and a SHA-256 checksum over everything, verified on every read.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,7 @@ enum class PayloadCompression : uint32_t { kNone = 0, kZstd = 1 };
 
 // With kZstd, payloads of at least 1 KiB are stored zstd-compressed when that makes them smaller (header flags);
 // so is the graph (in its own section). An entry without a graph is written byte for byte as before the section.
-// With `signer` enabled, the entry ends with a signature section by signer->keys[0] (docs/entry-format.md).
+// With `signer` enabled, the entry ends with a signature section by signer->keys[0] (docs/formats/entry-format.md).
 Result<std::string> encode_entry(const Entry& entry, PayloadCompression compression = PayloadCompression::kZstd,
                                  const SigningKeys* signer = nullptr);
 

@@ -15,8 +15,8 @@ namespace aotcache {
 // non-printable bytes escaped (\xNN). Never fails; ends with a newline.
 std::string graph_to_text(const CapturedGraph& graph);
 
-// {"inputs": [...], "nodes": [...], "constants": [...]} on one line (docs/graph-format.md §7). Values are typed:
-// int and string as JSON numbers and strings, other kinds as one-key objects ({"float": "1.5"}, {"ref": 3},
+// {"inputs": [...], "nodes": [...], "constants": [...]} on one line (docs/formats/graph-format.md §7). Values are
+// typed: int and string as JSON numbers and strings, other kinds as one-key objects ({"float": "1.5"}, {"ref": 3},
 // {"tuple": [...]}, ...). Bytes outside printable ASCII in strings are escaped as \u00XX (one per byte).
 std::string graph_to_json(const CapturedGraph& graph);
 

@@ -1,6 +1,6 @@
 // Shape guards of cache entries with symbolic sizes: the text torch's sympy printer produces for each ShapeEnv guard
 // (symbols renamed s0, s1, ...), parsed once into a typed postfix program and evaluated against concrete sizes.
-// Stored guards are data: nothing here ever runs Python. The format is specified in docs/guard-format.md.
+// Stored guards are data: nothing here ever runs Python. The format is specified in docs/formats/guard-format.md.
 #pragma once
 
 #include <cstddef>
@@ -19,8 +19,8 @@ namespace internal {
 class GuardBuilder;
 }  // namespace internal
 
-// The version of the guard text format (docs/guard-format.md); an entry stores it beside its guards. A reader that
-// meets a larger version treats the entry's guards as unsupported (a miss), never as true.
+// The version of the guard text format (docs/formats/guard-format.md); an entry stores it beside its guards. A reader
+// that meets a larger version treats the entry's guards as unsupported (a miss), never as true.
 inline constexpr int k_guards_version = 1;
 
 // Limits of parse_guard; inputs beyond them are rejected (kInvalidArgument) before any deep work is done.
@@ -91,7 +91,7 @@ class GuardExpr {
 };
 
 // Parses one guard as torch prints it (`str(expr)` of a ShapeEnv guard, symbols s<i>): the grammar of
-// docs/guard-format.md. The result is boolean. Errors:
+// docs/formats/guard-format.md. The result is boolean. Errors:
 //  - kInvalidArgument: malformed text (syntax, types, a literal beyond int64, unknown function or identifier) or
 //    a limit exceeded; the message gives the byte offset.
 //  - kUnsupported: well-formed torch output aotcache does not evaluate (unbacked symbols u<i>, float literals,

@@ -1,6 +1,6 @@
-// Kernel bundle v1 (docs/kernel-bundle-format.md): the compiled C++ kernel libraries a graph's compile produced,
-// carried in an entry (section 7) so that a hit on a machine whose Inductor cache directory lacks them loads them
-// instead of running the C++ compiler again. The bundle states the machine it was built on (`fingerprint`, written
+// Kernel bundle v1 (docs/formats/kernel-bundle-format.md): the compiled C++ kernel libraries a graph's compile
+// produced, carried in an entry (section 7) so that a hit on a machine whose Inductor cache directory lacks them loads
+// them instead of running the C++ compiler again. The bundle states the machine it was built on (`fingerprint`, written
 // and compared by the Python layer); files are installed only where that fingerprint matches this machine's.
 //
 // Loading a library runs its code: a bundle is only ever read out of an entry that passed the entry checks (and the

@@ -12,7 +12,7 @@
 
 namespace aotcache {
 
-// Version of the canonical encoding and of the component set (docs/key-encoding.md). Bump on any change.
+// Version of the canonical encoding and of the component set (docs/formats/key-encoding.md). Bump on any change.
 constexpr uint32_t k_key_schema_version = 2;
 
 // Everything that enters the key. The dict-valued components are Value::dict with string keys.
@@ -57,11 +57,11 @@ struct CacheKey {
 Result<CacheKey> compute_key(const KeyInputs& inputs);
 
 // The key of one compiled candidate of a symbolic graph: `key` plus a "guards" component holding the canonical
-// guard expressions the compile produced (docs/guard-format.md). Several candidates share the key of the graph; a
-// lookup picks the first whose guards hold for the actual sizes.
+// guard expressions the compile produced (docs/formats/guard-format.md). Several candidates share the key of the graph;
+// a lookup picks the first whose guards hold for the actual sizes.
 CacheKey with_guards(const CacheKey& key, const std::vector<std::string>& guards);
 
-// Everything that enters the key of a frame entry (docs/frame-entry-format.md): the frame's code by content and
+// Everything that enters the key of a frame entry (docs/formats/frame-entry-format.md): the frame's code by content and
 // the context a frame hit skips (the graph keys' config, environment and user components, and the frame's module).
 struct FrameKeyInputs {
   std::string code_digest;  // SHA-256 hex of the normalized code object

@@ -1,6 +1,6 @@
-// The remote tier: encoded entry bytes (the same bytes as an entry file, docs/entry-format.md) by key, on one or
-// more shared servers. Transport only: callers verify what they get with decode_entry (checksum and signature),
-// e.g. through LocalStore::put_encoded. README "Shared cache (remote tier)".
+// The remote tier: encoded entry bytes (the same bytes as an entry file, docs/formats/entry-format.md) by key, on one
+// or more shared servers. Transport only: callers verify what they get with decode_entry (checksum and signature),
+// e.g. through LocalStore::put_encoded. docs/guide/remote-tier.md.
 #pragma once
 
 #include <cstdint>
@@ -40,9 +40,9 @@ class RemoteStore {
   virtual Status put(const std::string& key_hex, std::string_view bytes) = 0;
 
   // Compile-once leases: while one machine compiles a key, the others wait for its entry instead of compiling it
-  // too (README "Compile once"). A lease is the server key `<prefix>lease:<key_hex>` on the entry's server, holding
-  // the holder's `token` (unique per holder; host:pid:random) and expiring after `lease_ms` unless renewed, so a
-  // holder that dies frees it within `lease_ms`. Errors as for get.
+  // too (docs/guide/remote-tier.md, "Compile once"). A lease is the server key `<prefix>lease:<key_hex>` on the entry's
+  // server, holding the holder's `token` (unique per holder; host:pid:random) and expiring after `lease_ms` unless
+  // renewed, so a holder that dies frees it within `lease_ms`. Errors as for get.
   //
   // Takes the lease when nobody holds it: true when taken.
   virtual Result<bool> try_lease(const std::string& key_hex, const std::string& token, int64_t lease_ms) = 0;

@@ -1,5 +1,5 @@
-// The graph format (docs/graph-format.md): a captured graph (IR plus its inputs' metadata, optionally the bytes of
-// its constants) as versioned, sectioned, little-endian bytes that a later process or the CLI can read back.
+// The graph format (docs/formats/graph-format.md): a captured graph (IR plus its inputs' metadata, optionally the bytes
+// of its constants) as versioned, sectioned, little-endian bytes that a later process or the CLI can read back.
 // Every function here is pure (no shared state): safe to call from any thread.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Entry signing keys (docs/entry-format.md §9): HMAC-SHA256 keys named by an id, so a cluster can rotate them.
+// Entry signing keys (docs/formats/entry-format.md §9): HMAC-SHA256 keys named by an id, so a cluster can rotate them.
 // The first key signs new entries; every key verifies. Immutable after parsing: safe to share between threads.
 #pragma once
 
@@ -28,8 +28,8 @@ struct SigningKeys {
 // "id:secret[,id2:secret2...]" -> keys in that order. An empty text gives no keys. InvalidArgument for a malformed
 // item, an id of other characters, a short secret or a repeated id (the message never contains a secret).
 Result<SigningKeys> parse_signing_keys(const std::string& text);
-// The keys of a store (docs/entry-format.md §9.1): the keys of `signing` (parse_signing_keys: its first key signs,
-// all verify; $AOTCACHE_SIGNING_KEY), then those of each `accepted` text (verify only; the items of
+// The keys of a store (docs/formats/entry-format.md §9.1): the keys of `signing` (parse_signing_keys: its first key
+// signs, all verify; $AOTCACHE_SIGNING_KEY), then those of each `accepted` text (verify only; the items of
 // $AOTCACHE_SIGNING_KEYS_ACCEPTED), in order. A key already listed with the same secret counts once. Empty texts
 // give no keys (signing off). InvalidArgument, naming the part, for a malformed text, an id listed with two
 // different secrets, or accepted keys without a signing key (a store would write entries it refuses to read).

@@ -1,4 +1,4 @@
-// The local store: entries under one directory (docs/store-layout.md), written atomically, verified on read,
+// The local store: entries under one directory (docs/formats/store-layout.md), written atomically, verified on read,
 // plus the directory's cumulative counters. Several processes may use one directory at once.
 #pragma once
 
@@ -46,7 +46,7 @@ enum class EvictionPolicy { kLru, kSavedPerByte };
 // "lru" or "saved-per-byte"; InvalidArgument otherwise.
 Result<EvictionPolicy> parse_eviction_policy(const std::string& text);
 
-// How a store behaves, fixed at open. The defaults are the documented ones (README "Configuration"). The store
+// How a store behaves, fixed at open. The defaults are the documented ones (docs/guide/configuration.md). The store
 // never reads the environment: the CLI's main and python/aotcache/settings.py build these from it.
 struct StoreOptions {
   // Bound of the directory in bytes, kept by eviction after each put; 0 = unbounded.
@@ -58,7 +58,7 @@ struct StoreOptions {
   SigningKeys signing;
 };
 
-// The entry files' total, as kept by the size ledger (docs/store-layout.md §7).
+// The entry files' total, as kept by the size ledger (docs/formats/store-layout.md §7).
 struct StoreSize {
   uint64_t bytes = 0;
   uint64_t entries = 0;
@@ -149,7 +149,7 @@ class LocalStore {
   // Whether an entry file exists under `key_hex` (a stat, no read): what a process waiting for another's compile
   // polls. InvalidArgument for a malformed key.
   Result<bool> contains(const std::string& key_hex);
-  // The compile lock of `key_hex` (`locks/<key>.lock`, docs/store-layout.md §8), without waiting: nullptr when
+  // The compile lock of `key_hex` (`locks/<key>.lock`, docs/formats/store-layout.md §8), without waiting: nullptr when
   // another process (or another caller in this one) holds it. Held while one process compiles a key, so the others
   // wait for its entry instead of compiling it too; released (and its file removed) when destroyed or when the
   // holder dies. IOError when the lock file cannot be created (read-only directory).

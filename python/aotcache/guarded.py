@@ -3,7 +3,7 @@
 A symbolic graph's key K holds an index entry (payload_kind "guard_index"): a JSON list of candidates, each the key
 of one compiled artifact and the guards its compile produced. Each candidate is an ordinary entry stored under
 `with_guards(K, guards)`. A lookup evaluates the candidates' guards in C++ against the actual sizes and takes the
-first that holds (docs/guard-format.md).
+first that holds (docs/formats/guard-format.md).
 """
 
 from __future__ import annotations

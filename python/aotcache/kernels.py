@@ -4,14 +4,14 @@ the ones built by the compile instead of running the C++ compiler again.
 An entry's payload holds the kernels' C++ *source*; loading it makes Inductor build each kernel it does not find at
 `<Inductor cache dir>/<key[1:3]>/<key>.main.so` (the key hashes the source and the full compile command line). On a
 fresh machine or container that is a g++ run per kernel plus a precompiled header, most of a remote hit's time
-(docs/design-kernel-bundles.md has the measurements).
+(docs/design/kernel-bundles.md has the measurements).
 
 - **Capture** (on a miss, `capture()`): while aotcache compiles, every `CppCodeCache.load_async` call is recorded; its
   loader knows the files its build produces (the library, and the object files when a kernel is built in two steps).
-  After the compile they are read into a kernel bundle (kernel_bundle.h, docs/kernel-bundle-format.md) that states
-  this machine (`machine.py`). A bundle is written only when it is complete: every file exists, lies in Inductor's
-  cache directory and is within the size bound; otherwise the entry has none (counted `kernels.not_captured`) and a
-  hit compiles its kernels as before.
+  After the compile they are read into a kernel bundle (kernel_bundle.h, docs/formats/kernel-bundle-format.md) that
+  states this machine (`machine.py`). A bundle is written only when it is complete: every file exists, lies in
+  Inductor's cache directory and is within the size bound; otherwise the entry has none (counted `kernels.not_captured`)
+  and a hit compiles its kernels as before.
 - **Install** (on a hit, `installed()`): the entry was verified (checksum, and signature when a signing key is set)
   before any of this runs. When the bundle's machine equals this one, each missing file is written (temp file +
   rename; an existing file is never replaced) and the load runs without Inductor's precompiled header, which only a

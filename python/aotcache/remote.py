@@ -1,4 +1,4 @@
-"""The remote tier (README "Shared cache (remote tier)"): a Redis cache shared by machines, behind the local store.
+"""The remote tier (docs/guide/remote-tier.md): a Redis cache shared by machines, behind the local store.
 
 The backend calls `fetch` after a local miss and `publish` after a local put. Remote entries are the exact bytes of
 entry files; a fetched entry enters the local store through `LocalStore.put_encoded`, which verifies its checksum,

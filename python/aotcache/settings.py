@@ -27,7 +27,7 @@ DEFAULT_EVICTION = "lru"
 
 @dataclasses.dataclass(frozen=True)
 class RemoteSettings:
-    """The remote tier (README "Shared cache (remote tier)"); None in `Settings.remote` when it is off."""
+    """The remote tier (docs/guide/remote-tier.md); None in `Settings.remote` when it is off."""
 
     urls: str
     """Comma-separated redis://[[user]:password@]host[:port][/db] or redis+unix:///path[?db=N]. `AOTCACHE_REMOTE`."""
@@ -86,12 +86,12 @@ class Settings:
     """Answer Inductor's vector-ISA probe from a per-machine memo in the cache directory (`isa_probe.py`).
     `AOTCACHE_ISA_PROBE_MEMO=0` turns it off."""
     eviction: str = DEFAULT_EVICTION
-    """Which entries the size bound removes first: `lru` or `saved-per-byte` (docs/store-layout.md §7.2).
+    """Which entries the size bound removes first: `lru` or `saved-per-byte` (docs/formats/store-layout.md §7.2).
     `AOTCACHE_EVICTION`."""
     signing_key: str | None = dataclasses.field(default=None, repr=False)
-    """`id:secret` of the key that signs every entry written (docs/entry-format.md §9), or None: entries unsigned
-    and signatures unchecked. From `AOTCACHE_SIGNING_KEY`, whose further keys (`id:secret,id2:secret2`, the older
-    spelling of a rotation) go to `accepted_keys`. Not shown in repr."""
+    """`id:secret` of the key that signs every entry written (docs/formats/entry-format.md §9), or None: entries
+    unsigned and signatures unchecked. From `AOTCACHE_SIGNING_KEY`, whose further keys (`id:secret,id2:secret2`, the
+    older spelling of a rotation) go to `accepted_keys`. Not shown in repr."""
     accepted_keys: tuple[str, ...] = dataclasses.field(default=(), repr=False)
     """`id:secret` keys that verify entries besides the signing key (a rotation: the old key, or the next one
     before it signs). `AOTCACHE_SIGNING_KEYS_ACCEPTED` (comma-separated). Not shown in repr. Malformed keys are

@@ -7,7 +7,7 @@ A waiter polls for the entry, or for the lock's release, for at most `compile_wa
 itself (counted `wait.timeouts`). A waiter waits once: when the holder goes away without an entry (its compile could
 not be stored, or it died), the waiters compile in parallel instead of queueing for the lock one after another. A
 cache problem (lock file not creatable, Redis down) never blocks: the process compiles at once, as without
-single-flight. README "Compile once".
+single-flight. docs/guide/remote-tier.md, "Compile once".
 
 The backend's use (`backend.py`):
 

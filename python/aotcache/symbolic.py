@@ -207,7 +207,7 @@ def compile_guards(
     every guard whose symbols are all inputs' (what Dynamo traced under and what the compile assumed), then each
     symbol's value range (0/1 specialization gives `2 <= s0`; compiles may narrow it).
 
-    Guards are integer arithmetic (docs/guard-format.md). A guard on a float input's value (`Eq(2.0*zf77, 6.0)`:
+    Guards are integer arithmetic (docs/formats/guard-format.md). A guard on a float input's value (`Eq(2.0*zf77, 6.0)`:
     the compile baked the value in) raises Bypass, unless `float_guarded` is given and the guard is over float inputs
     alone: the canonical index of each such float is added to it (tensorify.py keys the entry by their values).
     Guards in `keyed_float_guards` (canonical text: Dynamo's own, made while tracing and keyed) are skipped."""

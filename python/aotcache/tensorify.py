@@ -12,8 +12,8 @@ their values where Dynamo already specialized them (rendered canonically by symb
 `TensorifyState` already marks; and whether the ShapeEnv holds unmarked float symbols no graph input carries (the
 pass restarts on each). That is the `FloatContext`, keyed in the graph's key (config component `tensorify`).
 
-A graph's float record (payload kind `float_record`, docs/entry-format.md), stored under `record_key(K)`, says what
-its compile did beyond an ordinary entry at K:
+A graph's float record (payload kind `float_record`, docs/formats/entry-format.md), stored under `record_key(K)`, says
+what its compile did beyond an ordinary entry at K:
 - `restart`: the floats it marked before raising the restart, by canonical name. A later process replays it (marks
   them, raises the restart) without tracing AOTAutograd; its retrace with the floats specialized is an ordinary
   graph that hits.

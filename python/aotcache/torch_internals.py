@@ -18,7 +18,7 @@ The probes check what can be checked cheaply. Two features rest on more than a p
   serialized is not recorded (counted), so a changed serializer costs hits, never soundness.
 
 The cache key holds torch's version and build: a cache written by one torch is a clean miss on another. Tested
-versions (README "Supported torch versions" has the runs): `TESTED`.
+versions (docs/guide/install.md, "Supported torch versions", has the runs): `TESTED`.
 """
 
 from __future__ import annotations

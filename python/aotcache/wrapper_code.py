@@ -6,7 +6,7 @@ process compiles the text the light load will compile (wrapper_loading.Bindings.
 code and stores it in the entry's `wrapper_code` metadata field; a later load that compiles the very same text (its
 SHA-256 matches) unmarshals that code instead (~0.2 ms).
 
-Format 1 (docs/wrapper-bindings.md §5): canonical JSON `{"python": <importlib MAGIC_NUMBER hex>, "version": 1,
+Format 1 (docs/formats/wrapper-bindings.md §5): canonical JSON `{"python": <importlib MAGIC_NUMBER hex>, "version": 1,
 "wrappers": {<sha256 hex of the text>: <base64 of zlib(marshal(code))>}}`, the code compiled with the file name
 `<aotcache wrapper>` (the load puts the real path back into it and every nested code object). A record of another
 version or Python bytecode magic, or one that does not decode, is ignored: the text is compiled as before. The record

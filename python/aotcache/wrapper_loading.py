@@ -2,7 +2,7 @@
 `torch._inductor.graph` (to read a test hook) and each generated wrapper module imports
 `torch._inductor.select_algorithm` (for `extern_kernels`) and `torch._inductor.codegen.memory_planning` (for
 `_align`). Those pull in lowering, the kernel templates and the code generators: about 0.3 s of a 1.1 s warm start
-(docs/wrapper-bindings.md has the format and the measurements).
+(docs/formats/wrapper-bindings.md has the format and the measurements).
 
 - **Record** (after a compile, `recorded_bindings()`): the wrapper names whose objects are reachable from `torch`
   without those imports, each checked by identity in the compiling process (`extern_kernels.mm is torch.mm`,

@@ -466,7 +466,7 @@ NB_MODULE(_core, m) {
         return unwrap(compute_frame_key(in));
       },
       "code_digest"_a, "code_name"_a, "config"_a, "environment"_a, "user"_a,
-      "The key of a frame entry (docs/frame-entry-format.md). Raises CacheError for a malformed input.");
+      "The key of a frame entry (docs/formats/frame-entry-format.md). Raises CacheError for a malformed input.");
 
   m.def(
       "serialize_graph",
@@ -491,8 +491,8 @@ NB_MODULE(_core, m) {
         return nb::bytes(bytes.data(), bytes.size());
       },
       "graph"_a, "inputs"_a, "constants"_a = nb::none(), "max_constant_bytes"_a = 1u << 20,
-      "The graph format bytes (docs/graph-format.md) of a captured graph and its inputs; `constants` maps SHA-256 "
-      "digests (raw bytes) to constant bytes. Raises CacheError for a graph the format refuses.");
+      "The graph format bytes (docs/formats/graph-format.md) of a captured graph and its inputs; `constants` maps "
+      "SHA-256 digests (raw bytes) to constant bytes. Raises CacheError for a graph the format refuses.");
   m.def(
       "graph_to_text", [](nb::bytes data) { return graph_to_text(parse_graph_bytes(data)); }, "data"_a,
       "The FX-like listing of serialized graph bytes. Raises CorruptEntryError or IncompatibleEntryError.");
@@ -596,7 +596,7 @@ NB_MODULE(_core, m) {
         return nb::bytes(out.data(), out.size());
       },
       "fingerprint"_a, "files"_a,
-      "The kernel bundle bytes (docs/kernel-bundle-format.md) of (relative path, contents) pairs built on the "
+      "The kernel bundle bytes (docs/formats/kernel-bundle-format.md) of (relative path, contents) pairs built on the "
       "machine `fingerprint` describes. Raises CacheError for a path the format refuses.");
   m.def(
       "kernel_bundle_contents",

@@ -1,5 +1,5 @@
 // `aotcache export FILE [KEY...]`: write all entries, or the named ones, to one archive file
-// (docs/archive-format.md). Entries that fail verification are skipped and reported; exit 1 then.
+// (docs/formats/archive-format.md). Entries that fail verification are skipped and reported; exit 1 then.
 #include <ostream>
 
 #include "aotcache/archive.h"

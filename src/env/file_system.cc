@@ -1,4 +1,4 @@
-// The atomic write protocol (docs/store-layout.md §2), built on FileSystem's primitives so that every
+// The atomic write protocol (docs/formats/store-layout.md §2), built on FileSystem's primitives so that every
 // implementation, and every injected fault, goes through the same steps and the same cleanup.
 #include "aotcache/file_system.h"
 

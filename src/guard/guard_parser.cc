@@ -1,4 +1,4 @@
-// Recursive-descent parser of guard text (docs/guard-format.md): Python's operator precedence, sympy's function
+// Recursive-descent parser of guard text (docs/formats/guard-format.md): Python's operator precedence, sympy's function
 // forms, size symbols s<i> only. Bounded in text length, nesting, nodes and tree height.
 #include <array>
 #include <cstdint>

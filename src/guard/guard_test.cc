@@ -544,7 +544,7 @@ TEST(GuardPrint, CanonicalTextRoundTrips) {
 // ---------------------------------------------------------------------------------------------------------------
 // Mutation: byte flips, truncations and insertions of the torch vectors. The parser never crashes or hangs, every
 // accepted mutant prints back to an equal expression, and evaluation returns a value or a Status (the sanitizer build
-// of docs/guard-format.md checks that no step is undefined).
+// of docs/formats/guard-format.md checks that no step is undefined).
 
 TEST(GuardMutation, ParserAndEvaluatorSurviveMutatedVectors) {
   std::mt19937_64 rng(20250908);

@@ -1,4 +1,4 @@
-// The canonical byte encoding of IR values, tensor metadata, nodes and graphs (docs/key-encoding.md).
+// The canonical byte encoding of IR values, tensor metadata, nodes and graphs (docs/formats/key-encoding.md).
 // Names are never encoded: nodes are referred to by position, so renaming a variable keeps the key.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Golden bytes of the canonical encoding (docs/key-encoding.md): a change here must be deliberate.
+// Golden bytes of the canonical encoding (docs/formats/key-encoding.md): a change here must be deliberate.
 #include "key/canonical_encoder.h"
 
 #include <gtest/gtest.h>
@@ -96,7 +96,7 @@ TEST(CanonicalEncoder, DecodeRefusesHugeCountsWithoutAllocating) {
   EXPECT_EQ(decode_value(&r, &back).code(), StatusCode::kCorruption);
 }
 
-// docs/key-encoding.md §4.2: inputs sharing a storage carry an alias record after their metadata.
+// docs/formats/key-encoding.md §4.2: inputs sharing a storage carry an alias record after their metadata.
 TEST(CanonicalEncoder, InputsAliasRecordGoldenBytes) {
   TensorMeta a;  // float32[2] on cpu, in group 3 (keyed as 0) of a 16-byte storage, not a view
   a.dtype = "float32";

@@ -1,4 +1,4 @@
-// Computes the cache key from its named components (docs/key-encoding.md).
+// Computes the cache key from its named components (docs/formats/key-encoding.md).
 #include "aotcache/key.h"
 
 #include "base/bytes.h"

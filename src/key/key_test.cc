@@ -384,7 +384,8 @@ FrameKeyInputs sample_frame() {
 TEST(FrameKey, GoldenDigestAndManifest) {
   auto k = compute_frame_key(sample_frame());
   ASSERT_TRUE(k.ok()) << k.status().to_string();
-  // Recompute only for a deliberate change, together with k_frame_key_schema_version and docs/frame-entry-format.md.
+  // Recompute only for a deliberate change, together with k_frame_key_schema_version and
+  // docs/formats/frame-entry-format.md.
   EXPECT_EQ(k->hex(), "e583ecf9b2dd0469fa55328d227f8d50e074424c0921282404c1e5f28db62db1");
   std::vector<std::string> names;
   for (const auto& c : k->manifest.components) names.push_back(c.name);

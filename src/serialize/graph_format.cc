@@ -1,4 +1,4 @@
-// Graph format v2.0 (and v1.x, read): writer and bounds-checked reader. Layout and rules: docs/graph-format.md.
+// Graph format v2.0 (and v1.x, read): writer and bounds-checked reader. Layout and rules: docs/formats/graph-format.md.
 #include <bit>
 #include <cstring>
 #include <string>

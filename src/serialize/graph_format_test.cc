@@ -13,7 +13,7 @@
 namespace aotcache {
 namespace {
 
-// docs/graph-format.md §8, byte for byte.
+// docs/formats/graph-format.md §8, byte for byte.
 constexpr const char* k_golden_hex =
     // header: AOTG, v2.0, 4 sections
     "414f54470200000004000000"
@@ -149,7 +149,7 @@ TEST(GraphFormat, NewerMajorIsUnsupportedNewerMinorReads) {
   EXPECT_EQ(deserialize_graph("AOTX" + bytes.substr(4)).status().code(), StatusCode::kCorruption);
 }
 
-// Two inputs sharing a 16-byte storage (docs/graph-format.md §5): the alias record after each one's metadata.
+// Two inputs sharing a 16-byte storage (docs/formats/graph-format.md §5): the alias record after each one's metadata.
 CapturedGraph aliased_inputs() {
   CapturedGraph cg;
   TensorMeta a = testing::tensor({2});

@@ -1,4 +1,5 @@
-// Archive format v1 (docs/archive-format.md): header, length-prefixed entry records, end record, SHA-256 trailer.
+// Archive format v1 (docs/formats/archive-format.md): header, length-prefixed entry records, end record,
+// SHA-256 trailer.
 #include "aotcache/archive.h"
 
 #include "base/bytes.h"

@@ -48,7 +48,7 @@ class ArchiveTest : public ::testing::Test {
 };
 
 TEST_F(ArchiveTest, GoldenBytes) {
-  // docs/archive-format.md §4.
+  // docs/formats/archive-format.md §4.
   EXPECT_EQ(internal::to_hex(slurp(write({}))),
             "414f5443415243480100000000000000ffffffffffffffff0000000000000000"
             "dd12c0c351ccbd1a3ae2998878bbc2ca0d6521244aa15815bf4349453e83a103");

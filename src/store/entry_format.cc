@@ -1,4 +1,4 @@
-// Entry encoding v1. Layout and rules: docs/entry-format.md.
+// Entry encoding v1. Layout and rules: docs/formats/entry-format.md.
 #include <cstring>
 #include <optional>
 

@@ -1,4 +1,4 @@
-// Kernel bundle v1. Layout and rules: docs/kernel-bundle-format.md.
+// Kernel bundle v1. Layout and rules: docs/formats/kernel-bundle-format.md.
 #include "aotcache/kernel_bundle.h"
 
 #include <cstdint>

@@ -50,7 +50,7 @@ TEST(KernelBundle, RoundTrip) {
 }
 
 TEST(KernelBundle, GoldenBytes) {
-  // docs/kernel-bundle-format.md §3 lists these bytes.
+  // docs/formats/kernel-bundle-format.md §3 lists these bytes.
   const KernelBundle b{"fp", {{"ab/k.so", "ELF"}}};
   EXPECT_EQ(internal::to_hex(encode_kernel_bundle(b).value()),
             "01000000"                // version 1

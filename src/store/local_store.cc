@@ -1,6 +1,6 @@
 // Local store layout: <dir>/entries/<2 hex>/<64 hex>.aotc, <dir>/by-graph/<2 hex>/<graph digest>/<key> (empty index
 // records), <dir>/tmp/ for atomic writes, <dir>/quarantine/ for corrupt entries, <dir>/stats (+ .lock),
-// <dir>/ledger (+ .lock): the running size total. docs/store-layout.md.
+// <dir>/ledger (+ .lock): the running size total. docs/formats/store-layout.md.
 #include <algorithm>
 #include <cctype>
 #include <cmath>

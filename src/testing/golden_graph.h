@@ -1,4 +1,5 @@
-// The small captured graph whose bytes are the golden vector of docs/graph-format.md §8, shared by the C++ tests.
+// The small captured graph whose bytes are the golden vector of docs/formats/graph-format.md §8, shared by the
+// C++ tests.
 #pragma once
 
 #include "aotcache/serialize.h"
@@ -7,7 +8,7 @@
 
 namespace aotcache::testing {
 
-// The graph of docs/graph-format.md §8: every section, a subgraph, a sym expression, kwargs and meta.
+// The graph of docs/formats/graph-format.md §8: every section, a subgraph, a sym expression, kwargs and meta.
 inline CapturedGraph golden_graph() {
   CapturedGraph cg;
   cg.inputs.push_back(InputMeta{tensor({2, 3}, true), {}});

@@ -5,7 +5,7 @@ Every case is a function `run(backend) -> dict` that seeds torch, builds its mod
 parameters, optimizer state, buffers, generated tokens, non-tensor outputs). Keys starting with "fact." are
 observations of the cache itself (entries left in a directory, ...): never compared with inductor, checked
 against `Case.facts` in the aotcache passes. Run by adversarial_worker.py, many cases per process;
-docs/adversarial-suite.md says what each case covers and why it expects what it expects.
+docs/testing/adversarial-suite.md says what each case covers and why it expects what it expects.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ def graph_keys(cache_dir: Path) -> list[str]:
     from aotcache import _core
 
     # Read without decoding: `get` would mark the entry used (and move a damaged one aside). The metadata, which
-    # names a frame entry's kind, sits near the file's start (docs/entry-format.md).
+    # names a frame entry's kind, sits near the file's start (docs/formats/entry-format.md).
     store = _core.LocalStore.open(str(cache_dir))
     return [k for k, _, _ in store.list() if b"aotcache.frame" not in (store.read_entry_file(k) or b"")[:4096]]
 

@@ -8,7 +8,7 @@ Passes over every case of adversarial_cases.py (adversarial_worker.py, several c
   warm_noframes   the same with the frame cache off, on a copy of that directory (when frames are on: the default)
 Per case: no exception anywhere; cold == inductor (bitwise unless the case states a tolerance); each warm == cold
 (bitwise); cold close to eager; the same Dynamo graphs and graph breaks as inductor, every graph counted once as a
-hit, miss or bypass; the warm process meets the case's expectation (README "What is cached, what bypasses").
+hit, miss or bypass; the warm process meets the case's expectation (docs/guide/what-is-cached.md).
 
     .venv/bin/python -m pytest -q tests/python/test_adversarial.py -s      # prints the table
     .venv/bin/python tests/python/test_adversarial.py --table [--cases a,b] [--keep DIR]

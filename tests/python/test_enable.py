@@ -102,7 +102,8 @@ def test_a_nanogpt_training_script_gets_the_cache(tmp_path, inductor_dir):
     rate the cosine schedule sets as a Python float every iteration (a symbolic float from the second step on), and
     `generate` with top-k sampling over a growing sequence. Cold under `aotcache run`, warm the same: no bypass in
     either, the warm process compiles nothing, and losses, learning rates, weights and sampled tokens equal plain
-    inductor's with torch's own caches off (with them on, torch serves stale float results: dynamic-shapes.md)."""
+    inductor's with torch's own caches off (with them on, torch serves stale float results:
+    docs/guide/dynamic-shapes.md)."""
     cache = tmp_path / "cache"
     runs = {n: tmp_path / f"{n}.pt" for n in ("cold", "warm", "ref")}
     script = [sys.executable, str(HERE / "nanogpt_train.py")]

@@ -1,6 +1,6 @@
-"""The frame entry payload's parts that aotcache encodes itself (docs/frame-entry-format.md §1-§2), in one process:
-golden encodings, round trips, and malformed input refused with ValueError (a verified entry that does not decode is
-an internal error of the load: the frame traces)."""
+"""The frame entry payload's parts that aotcache encodes itself (docs/formats/frame-entry-format.md §1-§2), in one
+process: golden encodings, round trips, and malformed input refused with ValueError (a verified entry that does not
+decode is an internal error of the load: the frame traces)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ def _start_together(spawn_fresh, tmp_path: Path, envs: list[dict]) -> list:
     t0 = time.monotonic()
     procs = [spawn_fresh("mlp", "--barrier", f"{barrier}:{len(envs)}", env=env) for env in envs]
     results = [p.result() for p in procs]
-    # Shown with `pytest -s`: the figures of README "Compile once".
+    # Shown with `pytest -s`: the figures of docs/guide/remote-tier.md, "Compile once".
     print(f"\n{len(envs)} processes, {time.monotonic() - t0:.1f}s wall:")
     for i, r in enumerate(results):
         w = r.stats["wait"]

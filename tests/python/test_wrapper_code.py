@@ -1,5 +1,5 @@
-"""Compiled wrapper code in graph entries (aotcache.wrapper_code, format 1 in docs/wrapper-bindings.md §5): the record
-a compile makes holds the code of exactly the texts the light load compiles, a load runs it (with the real file
+"""Compiled wrapper code in graph entries (aotcache.wrapper_code, format 1 in docs/formats/wrapper-bindings.md §5): the
+record a compile makes holds the code of exactly the texts the light load compiles, a load runs it (with the real file
 name) only for the very same text, and anything unusable is compiled as before. The cross-process check (a warm hit
 compiles no wrapper, results equal) is test_end_to_end.test_gpt_training_and_inference_graphs_both_hit."""
 
@@ -18,8 +18,8 @@ import aotcache
 from aotcache import wrapper_code, wrapper_loading
 from aotcache.wrapper_loading import Bindings
 
-# Format 1's golden vector (docs/wrapper-bindings.md §5): a text, its name in a record, and the record format 1 wrote
-# for it under Python 3.11 (marshal's bytes are Python's own: only read back under the same bytecode magic).
+# Format 1's golden vector (docs/formats/wrapper-bindings.md §5): a text, its name in a record, and the record format 1
+# wrote for it under Python 3.11 (marshal's bytes are Python's own: only read back under the same bytecode magic).
 GOLDEN_TEXT = "def f(x):\n    return x + 1\n\ny = f(41)\n"
 GOLDEN_DIGEST = "97fd7af6154eef376204eefe22bd7e2613e47de6024bf30e1cd3912aaaea595c"
 GOLDEN_RECORD = (

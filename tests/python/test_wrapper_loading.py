@@ -57,7 +57,7 @@ GOLDEN = (
 
 
 def test_golden_record():
-    """docs/wrapper-bindings.md §4."""
+    """docs/formats/wrapper-bindings.md §4."""
     bound = Bindings.decode(GOLDEN).values
     kernels = bound["extern_kernels"]
     assert vars(kernels) == {
@@ -396,14 +396,14 @@ def test_lazy_decompositions_swap_the_pickled_reference_in_place(tmp_path, monke
 
 
 def test_golden_decomposition_references():
-    """docs/wrapper-bindings.md §4: the bytes swapped, and that pickle writes torch's reference as them."""
+    """docs/formats/wrapper-bindings.md §4: the bytes swapped, and that pickle writes torch's reference as them."""
     import pickle
 
     from torch._inductor.decomposition import select_decomp_table
 
     from aotcache import decomposition_lazily
 
-    golden = Path(__file__).parents[2].joinpath("docs", "wrapper-bindings.md").read_text()
+    golden = Path(__file__).parents[2].joinpath("docs", "formats", "wrapper-bindings.md").read_text()
     torchs = re.search(r"torch's: +([0-9a-f]+)", golden).group(1)
     stand_in = re.search(r"stand-in: +([0-9a-f]+)", golden).group(1)
     assert wrapper_loading._TORCH_DECOMPOSITIONS.hex() == torchs

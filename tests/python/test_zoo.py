@@ -6,7 +6,7 @@ Passes over the selected items (zoo_worker.py, several items per process):
   warm      backend "aotcache" on the cold pass's directory, one process, the items in the cold pass's order
   warm_noframes   the same with the frame cache off, on a copy of that directory (when frames are on: the default)
 Per item: no exception in any pass; the cold and warm processes count every Dynamo graph once (hit, miss or bypass),
-no errors, no internal errors, bypasses only with a documented reason (README "What is cached, what bypasses"); each
+no errors, no internal errors, bypasses only with a documented reason (docs/guide/what-is-cached.md); each
 warm: no miss (every graph hits or bypasses), == cold bitwise; cold == inductor bitwise (generated tokens equal).
 
 Items: AOTCACHE_ZOO (unset or `ci`: zoo_models.CI_ITEMS, what `make test` and CI run, 3-6 minutes on 2 cores; `off`:
@@ -51,7 +51,7 @@ def pass_timeout_s(items: list[str]) -> int:
 # The first test pays for the passes of the module fixture.
 pytestmark = pytest.mark.timeout(2 * pass_timeout_s(ITEMS) + 300)
 
-# README's table "What is cached, what bypasses": a bypass with any other reason fails the item.
+# The table of docs/guide/what-is-cached.md: a bypass with any other reason fails the item.
 DOCUMENTED_BYPASSES = {
     "python_function",
     "custom_op_unpinned",
@@ -68,7 +68,7 @@ DOCUMENTED_BYPASSES = {
     "custom_pass",
     "not_serializable",
 }
-# README "The frame cache": the frames a warm process may trace again, by reason; any other reason, or a warm frame
+# docs/design/frame-cache.md: the frames a warm process may trace again, by reason; any other reason, or a warm frame
 # traced without one, fails the item.
 DOCUMENTED_FRAME_BYPASSES = {"optimizer_step", "no_code"}
 

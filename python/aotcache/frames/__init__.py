@@ -8,7 +8,7 @@ full (identity guards carried as content guards) and holding for the call. Anyth
 
     content.py   code digests, source files of inlined code, objects guarded by identity, by content
     guards.py    identity guards -> content guards
-    entry.py     the entry payload format (docs/frame-entry-format.md)
+    entry.py     the entry payload format (docs/formats/frame-entry-format.md)
     tags.py      which graph entry a compiled callable came from
     hooks.py     the hooks into Dynamo, the load and record paths
 """

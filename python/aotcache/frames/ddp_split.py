@@ -5,7 +5,7 @@ Dynamo then hands the frame's graph to `DDPOptimizer(bucket_bytes_cap, backend).
 gradient-bucket boundaries, compiles each piece with the backend (aotcache: one graph entry per piece, the same entry
 for every rank) and returns the split GraphModule: placeholders, one `call_module` per compiled piece (a
 `WrapperModule` holding the backend's callable and whether to unwrap a 1-tuple), `getitem`s, the output. A frame entry
-carries that module as a global of kind "split" (docs/frame-entry-format.md):
+carries that module as a global of kind "split" (docs/formats/frame-entry-format.md):
 
     {"kind": "split", "nodes": [node, ...], "pieces": {target: {"key", "single", "index"?, "unwrap"}}}
     node = ["placeholder", name] | ["call_module", name, target, [ref, ...]] | ["getitem", name, ref, int]

@@ -1,4 +1,4 @@
-"""Frame entries: the payload format (docs/frame-entry-format.md); the key is `_core.compute_frame_key`.
+"""Frame entries: the payload format (docs/formats/frame-entry-format.md); the key is `_core.compute_frame_key`.
 
 A frame entry lives in the same store as graph entries (checksummed, signed when a key is set, evicted, shared
 through the remote tier), with metadata `payload_kind` = KIND. Its payload is UTF-8 JSON:
