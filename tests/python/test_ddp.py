@@ -33,7 +33,9 @@ def _job(
     full = {
         **os.environ,
         "AOTCACHE_DIR": str(cache),
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor-{name}"),
+        # The reference and the cold job share one Inductor directory (each C++ kernel is built once, loaded by its
+        # key the second time: the same code); a warm job has its own, so its kernels come from aotcache's entries.
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp / ("inductor-compile" if name in ("ref", "cold") else f"inductor-{name}")),
         "OMP_NUM_THREADS": "1",
         **env,
     }
