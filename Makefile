@@ -48,36 +48,25 @@ demo: install
 test-cpp: build-cpp
 	cd $(CPP_BUILD) && ../../$(VENV)/bin/ctest --output-on-failure
 
-# Every suite runs with the frame cache on (the default); those whose warm processes would take another path with
-# frames off (AOTCACHE_FRAMES=0: Dynamo traces, the graphs hit) run a second time that way, so the graph pipeline
-# alone is proven on them too. The adversarial suite, the variant bank and the zoo judge a frames-off warm process
-# beside the frames-on one from their single cold pass (tests/python/pass_runner.py, variant_bank.Bank). Run once:
-# the frame cache's own suites, those that never compile through aotcache (the bench report's arithmetic, the
-# wrapper-loading checks against torch's loader, the torch-internals probes), and those whose processes only write,
-# read or share entries, where the frames-on pass is the superset (frame entries are stored beside the graph ones,
-# and a served frame loads its graphs, kernels included, through the same path as a graph hit: the remote tier's
-# suite, whose warm processes read graph and frame entries through the same tiers) or whose judgement is the cold
-# process's (cacheability: what the first process stores or bypasses, the same with frames on or off).
-BOTH_MODES_INSIDE := test_adversarial.py test_variant_bank.py test_zoo.py
-RUN_ONCE          := test_ddp.py test_enable.py test_frames.py test_frame_pairs.py test_frame_entry_format.py \
-                     test_bench_report.py test_wrapper_loading.py test_torch_internals.py test_read_set.py \
-                     test_store_faults.py test_store_robustness.py test_trust.py test_graph_format.py \
-                     test_cli_archive.py test_settings.py test_isa_probe.py test_kernels.py test_single_flight.py \
-                     test_lifted_state.py test_fault_injection.py test_counters.py \
-                     test_frame_trace.py test_wrapper_code.py test_remote.py test_cacheability.py test_frame_guards.py \
-                     test_process_state.py test_clients.py
-FRAMES_OFF_SUITES ?= $(filter-out $(addprefix tests/python/,$(BOTH_MODES_INSIDE) $(RUN_ONCE)),$(sort $(wildcard tests/python/test_*.py)))
+# Every suite runs with the frame cache on (the default). A file marked `frames_off_too` (pytestmark; its warm
+# processes would take another path with frames off: Dynamo traces, the graphs hit) runs a second time with
+# AOTCACHE_FRAMES=0, so the graph pipeline alone is proven on it too. The others run once: the adversarial suite, the
+# variant bank and the zoo judge a frames-off warm process beside the frames-on one from their single cold pass
+# (tests/python/pass_runner.py, variant_bank.Bank); the frame cache's own suites; those that never compile through
+# aotcache; those whose processes only write, read or share entries, where the frames-on pass is the superset (a
+# served frame loads its graphs through the same path as a graph hit); those whose judgement is the cold process's.
+FRAMES_OFF_SUITES ?= $(shell grep -l '^pytestmark.*frames_off_too' tests/python/test_*.py)
 # pytest-xdist (--dist loadfile) gives each of its two workers one file at a time, the next in the list when a worker
 # is nearly done with its file. By default it sorts the files by their number of tests, which puts suites of few
 # long tests (tensorify's Hugging Face run, the DDP jobs, the zoo) at the end, on one worker while the other idles:
 # --no-loadscope-reorder keeps this list, the longest suites first (longest-first list scheduling).
-LONGEST := $(addprefix tests/python/,test_frame_pairs.py test_tensorify.py test_adversarial.py test_ddp.py \
+LONGEST := $(addprefix tests/python/,test_frame_pairs.py test_first_day.py test_tensorify.py test_adversarial.py test_ddp.py \
              test_zoo.py test_frames.py test_enable.py test_single_flight.py test_cacheability.py test_dynamic_shapes.py \
              test_end_to_end.py test_remote.py test_kernels.py test_variant_bank.py test_clients.py)
 PYTHON_SUITES := $(LONGEST) $(filter-out $(LONGEST),$(sort $(wildcard tests/python/test_*.py)))
 test-python: install
 	$(PY) -m pytest -q $(PYTEST_FLAGS) $(PYTHON_SUITES)
-	AOTCACHE_FRAMES=0 $(PY) -m pytest -q $(PYTEST_FLAGS) $(FRAMES_OFF_SUITES)
+	AOTCACHE_FRAMES=0 $(PY) -m pytest -q $(PYTEST_FLAGS) -m frames_off_too $(FRAMES_OFF_SUITES)
 
 test: lint test-cpp test-python
 

@@ -12,6 +12,8 @@ from aotcache import _core
 from aotcache.capture import capture_graph, capture_inputs
 from aotcache.errors import Bypass
 
+pytestmark = pytest.mark.frames_off_too  # runs again with the frame cache off (make test)
+
 
 def _key(gm: torch.fx.GraphModule, inputs) -> _core.CacheKey:
     return _core.compute_key(capture_graph(gm), capture_inputs(inputs), {}, {}, {}, {})

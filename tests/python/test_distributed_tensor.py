@@ -11,6 +11,8 @@ import torch.distributed as dist
 from aotcache import _core, capture, distributed_tensor
 from aotcache.errors import Bypass
 
+pytestmark = pytest.mark.frames_off_too  # runs again with the frame cache off (make test)
+
 
 @pytest.fixture(scope="module")
 def mesh():

@@ -11,6 +11,8 @@ import pytest
 from aotcache import _core
 from conftest import assert_bitwise_equal, frames_on
 
+pytestmark = pytest.mark.frames_off_too  # runs again with the frame cache off (make test)
+
 UNCACHED = {"AOTCACHE_DISABLE": "1"}
 
 

@@ -10,6 +10,8 @@ import pytest
 from conftest import assert_bitwise_equal, cli, frames_on, graph_keys
 from workloads import INDUCTOR_COMPILER_MODULES
 
+pytestmark = pytest.mark.frames_off_too  # runs again with the frame cache off (make test)
+
 
 def _graph_entries(cache_dir) -> list[dict]:
     """`aotcache ls --json` rows of the graph entries (with frames on, each compiled frame adds a frame entry)."""

@@ -23,6 +23,8 @@ from aotcache import symbolic, tensorify
 from aotcache.errors import Bypass
 from conftest import frames_on
 
+pytestmark = pytest.mark.frames_off_too  # runs again with the frame cache off (make test)
+
 
 # ---- canonical text and guards over a real ShapeEnv ------------------------------------------------------------------
 def _float_input(env: ShapeEnv, name: str, value: float) -> torch.SymFloat:
