@@ -347,7 +347,6 @@ class _ArgNormalizer:
 
 
 _KNOWN_META = IGNORED_META | frozenset(SEMANTIC_META)
-_SEMANTIC_META_SET = frozenset(SEMANTIC_META)
 
 
 def _semantic_meta(node: torch.fx.Node, normalize: _ArgNormalizer) -> dict[str, Any] | None:

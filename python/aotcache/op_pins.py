@@ -45,11 +45,6 @@ def unregister_op_version(qualname: str) -> None:
         _registered.pop(qualname, None)
 
 
-def registered_op_versions() -> dict[str, str]:
-    with _lock:
-        return dict(_registered)
-
-
 _digests: dict[Any, str] = {}
 
 

@@ -101,13 +101,6 @@ def report() -> dict[str, str | None]:
     return {name: (None if resolve(name) is not None else _reasons.get(name)) for name in FEATURES}
 
 
-def forget() -> None:
-    """Tests: probe again on next use (features already installed stay installed)."""
-    with _lock:
-        _resolved.clear()
-        _reasons.clear()
-
-
 def _signature_takes(fn: Any, what: str, *names: str) -> inspect.Signature:
     signature = inspect.signature(fn)
     missing = [n for n in names if n not in signature.parameters]

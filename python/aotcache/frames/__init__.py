@@ -6,11 +6,17 @@ stores the graphs; a frame entry stores the rest, keyed by the frame's code by c
 and checked on load as Dynamo would check it: the inlined code's source files unchanged, every guard serialized in
 full (identity guards carried as content guards) and holding for the call. Anything short of that traces as usual.
 
-    content.py   code digests, source files of inlined code, objects guarded by identity, by content
-    guards.py    identity guards -> content guards
-    entry.py     the entry payload format (docs/formats/frame-entry-format.md)
-    tags.py      which graph entry a compiled callable came from
-    hooks.py     the hooks into Dynamo, the load and record paths
+    content.py        code digests, source files of inlined code, objects guarded by identity, by content
+    code_codec.py     code objects in entries (marshal, with the constants marshal cannot write)
+    guards.py         identity guards -> content guards; the checks of a served frame's first call
+    read_set.py       what the trace read, by content, checked when a frame loads
+    process_state.py  process-wide state the trace folded into constants (distributed, autocast...), checked on load
+    dynamic_state.py  Dynamo's automatic-dynamic state, carried so a served frame recompiles as a traced one would
+    ddp_split.py      frames split by Dynamo's DDP optimizer
+    entry.py          the entry payload format (docs/formats/frame-entry-format.md)
+    tags.py           which graph entry a compiled callable came from
+    verify.py         the verifier's comparison of a served candidate with Dynamo's own trace
+    hooks.py          the hooks into Dynamo, the load and record paths
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The frame cache's hooks into Dynamo (torch 2.13), and the load and record paths they run.
+"""The frame cache's hooks into Dynamo (torch 2.13-2.15), and the load and record paths they run.
 
 - `convert_frame._compile` (Dynamo's compile of one frame): for a frame compiled for backend "aotcache" with
   frames on, the frame's entry is looked up first (key: the code by content, the module, configs, environment,

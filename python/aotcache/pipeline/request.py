@@ -1,4 +1,6 @@
-"""CompileRequest: everything one compile carries through the pipeline, built once at its start."""
+"""CompileRequest: everything one compile carries through the pipeline's phases (pipeline/__init__.py), built once
+at its start: the graph and its inputs, the settings, the tiered store, the phase reached and its timings; the key,
+the entry and the outcome as the phases fill them in."""
 
 from __future__ import annotations
 
