@@ -1,12 +1,16 @@
 """A first day as a user who is not root, on a machine whose apt packages root installed (the README's setup does
-that part as root): the user clones the project into their home, runs the README's `make demo` (which makes their own
-.venv with the system's Python, installs the pinned packages, builds aotcache and runs the demo), then runs a program
-of theirs under the launcher twice (the second hits) and the CLI on the default cache directory, nothing configured.
+that part as root): the user runs the demo, a program of theirs under the launcher twice (the second hits) and the CLI
+on the default cache directory, nothing configured.
 
 Root-only paths and permissions are what this finds: a Python or a default directory under /root, a directory in
 /tmp owned by root, a cache directory another user could read (this machine's root venv points into /root/.pyenv,
 which no other user can enter). The user is created and removed here (needs root, useradd and runuser; CI runs as
-root). Slow: a fresh venv and a build of aotcache (~5-8 min on 2 cores).
+root).
+
+Two depths. `make test` (CI): the user makes their own venv with the system's Python and borrows this checkout's
+installed packages and build (a .pth: a fresh install and build cost 10+ minutes); everything aotcache does at run
+time runs as the user. AOTCACHE_FIRST_DAY=full: the README word for word: the user clones the project into their home
+and runs `make demo` (their own .venv, the pinned packages, aotcache built), then the same checks.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import pwd
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,45 +54,57 @@ print("OUT", out.detach().sum().item(), model.fc1.weight.grad.sum().item())
 """
 
 
+FULL = os.environ.get("AOTCACHE_FIRST_DAY", "") == "full"
+SITE_PACKAGES = Path(sys.executable).parent.parent / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+
+
 @pytest.fixture(scope="module")
 def newcomer():
-    """(name, home, clone): a new user with a home directory and a clone of this repository's HEAD in it."""
+    """(name, home, bin): a new user with a home directory, and the bin folder of their Python environment."""
     name = f"aotc{os.getpid() % 100000}"
     subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True, capture_output=True)
     home = Path(pwd.getpwnam(name).pw_dir)
-    clone = home / "aotcache"
     try:
-        # The repository belongs to root: the user's git trusts it for this one command (git's safe.directory).
-        done = _as(
-            (name, home, home),
-            "git",
-            "-c",
-            f"safe.directory={ROOT}",
-            "-c",
-            f"safe.directory={ROOT}/.git",
-            "clone",
-            "-q",
-            str(ROOT),
-            str(clone),
-        )
-        assert done.returncode == 0, done.stderr
         (home / "prog.py").write_text(PROGRAM)
         shutil.chown(home / "prog.py", name, name)
-        yield name, home, clone
+        yield (name, home, _environment(name, home))
     finally:
         subprocess.run(["userdel", "--remove", name], capture_output=True)
         shutil.rmtree(f"/tmp/torchinductor_{name}", ignore_errors=True)
 
 
+def _environment(name: str, home: Path) -> Path:
+    user = (name, home, None)
+    if FULL:
+        clone = home / "aotcache"  # where a new user would clone from the project's remote: HEAD, theirs
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, capture_output=True)
+        subprocess.run(["chown", "-R", f"{name}:{name}", str(clone)], check=True)
+        demo = _as(user, "make", "demo", cwd=clone)
+        assert demo.returncode == 0 and "result: OK" in demo.stdout, demo.stdout[-3000:] + demo.stderr[-3000:]
+        return clone / ".venv" / "bin"
+    site = sorted(SITE_PACKAGES.glob("site-packages"))
+    assert site and site[0].stat().st_mode & stat.S_IXOTH, f"{SITE_PACKAGES} is not readable by other users"
+    made = _as(user, "python3", "-m", "venv", "--without-pip", str(home / "venv"))
+    assert made.returncode == 0, made.stderr
+    # The user's venv sees this checkout's packages and build (their .pth files too: aotcache's editable finder).
+    ours = home / "venv" / "lib" / SITE_PACKAGES.name / "site-packages" / "borrowed.pth"
+    ours.write_text(f"import site; site.addsitedir({str(site[0])!r})\n")
+    demo = _as(user, "python", "-m", "aotcache.demo", path=str(home / "venv" / "bin"))
+    assert demo.returncode == 0 and "result: OK" in demo.stdout, demo.stdout[-3000:] + demo.stderr[-3000:]
+    return home / "venv" / "bin"
+
+
 def _as(user: tuple, *argv: str, cwd: Path | None = None, path: str = "") -> subprocess.CompletedProcess:
     """argv as `user`, in a login-like environment: their HOME, the system's PATH (no /root/.pyenv) and the
-    machine's pip settings (system-wide config); `path` goes in front of PATH."""
+    machine's pip settings (system-wide config); `path` goes in front of PATH. Without FULL the `aotcache` command
+    comes from this checkout's venv, last on PATH (a native program anyone can run; the venv's python is root's)."""
     name, home, _ = user
+    last = "" if FULL else f":{Path(sys.executable).parent}"
     env = {
         "HOME": str(home),
         "USER": name,
         "LOGNAME": name,
-        "PATH": f"{path + ':' if path else ''}/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{path + ':' if path else ''}/usr/local/bin:/usr/bin:/bin{last}",
         "LANG": "C.UTF-8",
         "HF_HUB_OFFLINE": "1",
     }
@@ -100,11 +117,9 @@ def _as(user: tuple, *argv: str, cwd: Path | None = None, path: str = "") -> sub
     )
 
 
-def test_make_demo_launcher_and_cli_as_an_ordinary_user(newcomer):
-    name, home, clone = newcomer
-    demo = _as(newcomer, "make", "demo", cwd=clone)
-    assert demo.returncode == 0 and "result: OK" in demo.stdout, demo.stdout[-3000:] + demo.stderr[-3000:]
-    venv_bin = str(clone / ".venv" / "bin")
+def test_demo_launcher_and_cli_as_an_ordinary_user(newcomer):
+    name, home, bin_dir = newcomer
+    venv_bin = str(bin_dir)
 
     # A program of the user's, nothing configured: the launcher routes torch.compile through aotcache, the cache
     # goes to the default directory in the user's home; the second process hits and computes the same.
