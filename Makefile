@@ -84,7 +84,7 @@ TORCH ?= 2.14.1
 test-torch: setup
 	scripts/test_torch.sh $(TORCH)
 
-# Generated program pairs against the frame cache (tests/python/frame_pairs.py; CI runs 150 of one seed).
+# Generated program pairs against the frame cache (tests/python/frame_pairs.py; CI runs 90 of one seed).
 SEED ?= 1
 N    ?= 500
 fuzz-frames: install

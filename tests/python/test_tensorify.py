@@ -242,10 +242,10 @@ def test_a_restart_marks_what_the_pass_marks():
 @pytest.mark.timeout(1500)
 @pytest.mark.skipif(not frames_on(), reason="runs its warm process with the frame cache on and off itself")
 def test_hf_models_under_dynamic_true_with_a_scheduled_compiled_step(tmp_path):
-    """GPT-2, Llama and BERT (zoo_models.py) trained under dynamic=True with a compiled AdamW step and a cosine
-    schedule: every float is symbolic (norm eps, attention scaling, the learning rate). Cold compiles and records the
-    tensorify restarts; warm with frames on compiles nothing; warm with frames off replays each restart and hits every
-    graph; all bitwise equal to uncached inductor."""
+    """GPT-2 and Llama (zoo_models.py; BERT too with HF_FLOAT_MODELS=gpt2,llama,bert) trained under dynamic=True
+    with a compiled AdamW step and a cosine schedule: every float is symbolic (norm eps, attention scaling, the
+    learning rate). Cold compiles and records the tensorify restarts; warm with frames on compiles nothing; warm with
+    frames off replays each restart and hits every graph; all bitwise equal to uncached inductor."""
     here = Path(__file__).parent
     env = {**os.environ, "AOTCACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
 
