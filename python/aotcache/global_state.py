@@ -158,11 +158,7 @@ def user_compile_table_entries() -> dict[str, str]:
     registered later (a lowering added when its module is imported) are not keyed. An unchanged table costs two list
     comparisons by identity per call (tens of microseconds); the full scan runs once per table and process."""
     out: dict[str, str] = {}
-    for attr, module_name in _COMPILE_TABLES:
-        module = sys.modules.get(module_name)
-        table = getattr(module, attr, None) if module is not None else None
-        if not isinstance(table, dict):
-            continue
+    for attr, table in _effective_tables():
         keys, values = list(table), list(table.values())
         last = _last_tables.get(attr)
         if last is not None and last[0] == keys and last[1] == values:
@@ -171,6 +167,30 @@ def user_compile_table_entries() -> dict[str, str]:
         found = _user_entries(attr, table)
         _last_tables[attr] = (keys, values, found)
         out.update(found)
+    return out
+
+
+def _effective_tables() -> list[tuple[str, dict]]:
+    """(name, table) of the tables the next compile uses. Inductor decomposes with a copy of its decomposition table
+    made at the process's first compile (`fast_random_decomps`, cached), unless a config makes it use the table
+    itself: an entry registered after that compile changes nothing, one registered before is in the copy."""
+    out = []
+    for attr, module_name in _COMPILE_TABLES:
+        module = sys.modules.get(module_name)
+        table = getattr(module, attr, None) if module is not None else None
+        if not isinstance(table, dict):
+            continue
+        if attr == "decompositions" and not (
+            inductor_config.fallback_random or getattr(inductor_config, "fallback_embedding_bag_byte_unpack", False)
+        ):
+            copy = getattr(module, "fast_random_decomps", None)
+            info = getattr(copy, "cache_info", None)
+            if info is not None and info().currsize:
+                cached = copy()  # the cached copy: calling it again makes nothing
+                if isinstance(cached, dict):
+                    out.append(("decompositions.copy", cached))
+                    continue
+        out.append((attr, table))
     return out
 
 
@@ -184,7 +204,7 @@ def _user_entries(attr: str, table: dict) -> dict[str, str]:
     for op, fn in set(table.items()) - own:
         if _torch_owned(fn) and op not in own_ops:
             continue  # torch's own, registered after the scan
-        out[f"{attr}:{op}"] = _entry_digest(fn)
+        out[f"{attr.split('.')[0]}:{op}"] = _entry_digest(fn)
     return out
 
 

@@ -434,10 +434,14 @@ PROCESS_STATE_OPERATORS: list[Operator] = [
     Operator(
         "inductor_decomposition",
         "F.gelu(h)",
+        # Registered as a library does at import, before the compile: Inductor copies its table at the first
+        # compile of the process (fast_random_decomps), so a batch's process starts the copy again.
         setup="from torch._inductor import decomposition as _decomp\n"
         "gelu = torch.ops.aten.gelu.default\nold = _decomp.decompositions[gelu]\n"
         "if B:\n    _decomp.decompositions[gelu] = lambda x, approximate='none': x * torch.sigmoid(1.702 * x)\n"
-        "return lambda: _decomp.decompositions.__setitem__(gelu, old)",
+        "_decomp.fast_random_decomps.cache_clear()\n"
+        "def undo():\n    _decomp.decompositions[gelu] = old\n    _decomp.fast_random_decomps.cache_clear()\n"
+        "return undo",
         values=((0, 0),),
         zoo=False,
     ),

@@ -272,3 +272,16 @@ def test_a_decomposition_or_lowering_of_its_own_is_in_the_graph_key():
     finally:
         decomposition.decompositions[gelu], lowering.lowerings[relu] = old_decomposition, old_lowering
     assert global_state.user_compile_table_entries() == {}
+    # After the process's first compile Inductor decomposes with its copy of the table: an entry registered then
+    # changes nothing and is not keyed; one in the copy is.
+    decomposition.fast_random_decomps()
+    try:
+        decomposition.decompositions[gelu] = lambda x, approximate="none": x * torch.sigmoid(1.702 * x)
+        assert global_state.user_compile_table_entries() == {}
+        decomposition.fast_random_decomps.cache_clear()
+        decomposition.fast_random_decomps()
+        assert list(global_state.user_compile_table_entries()) == ["decompositions:aten.gelu.default"]
+    finally:
+        decomposition.decompositions[gelu] = old_decomposition
+        decomposition.fast_random_decomps.cache_clear()
+    assert global_state.user_compile_table_entries() == {}
