@@ -136,7 +136,8 @@ def rebound_torch_functions() -> dict[str, str]:
 # while Inductor generates code) per op. A process that registers its own (`decompositions[aten.gelu.default] = fn`,
 # `register_lowering`, a library doing so at import) compiles other code from the same graph.
 _COMPILE_TABLES = (("decompositions", "torch._inductor.decomposition"), ("lowerings", "torch._inductor.lowering"))
-_torch_entries: dict[str, frozenset] = {}  # table -> its (op, function) pairs that are torch's own, when first seen
+# table -> (its (op, function) pairs that are torch's own, those ops), when first seen
+_torch_entries: dict[str, tuple[frozenset, frozenset]] = {}
 _entry_digests: dict[int, tuple[Any, str]] = {}
 _last_tables: dict[str, tuple[list, list, dict[str, str]]] = {}  # table -> (keys, values, its entries) last seen
 
@@ -195,11 +196,10 @@ def _effective_tables() -> list[tuple[str, dict]]:
 
 
 def _user_entries(attr: str, table: dict) -> dict[str, str]:
-    own = _torch_entries.get(attr)
-    if own is None:
-        own = _torch_entries[attr] = frozenset((op, fn) for op, fn in table.items() if _torch_owned(fn))
-        _torch_entries[attr + ".ops"] = frozenset(op for op, _ in own)
-    own_ops = _torch_entries[attr + ".ops"]
+    if attr not in _torch_entries:
+        pairs = frozenset((op, fn) for op, fn in table.items() if _torch_owned(fn))
+        _torch_entries[attr] = (pairs, frozenset(op for op, _ in pairs))
+    own, own_ops = _torch_entries[attr]
     out: dict[str, str] = {}
     for op, fn in set(table.items()) - own:
         if _torch_owned(fn) and op not in own_ops:
