@@ -255,6 +255,9 @@ def test_a_decomposition_or_lowering_of_its_own_is_in_the_graph_key():
     from torch._inductor import decomposition, lowering
 
     gelu, relu = torch.ops.aten.gelu.default, torch.ops.aten.relu.default
+    # Another test of this worker may have compiled already: Inductor would then decompose with its copy of the
+    # table (below), which an entry registered now does not reach. Start from a process before its first compile.
+    decomposition.fast_random_decomps.cache_clear()
     assert global_state.user_compile_table_entries() == {}
     old_decomposition, old_lowering = decomposition.decompositions[gelu], lowering.lowerings[relu]
     try:
