@@ -60,13 +60,20 @@ FRAMES_OFF_SUITES ?= $(shell grep -l '^pytestmark.*frames_off_too' tests/python/
 # is nearly done with its file. By default it sorts the files by their number of tests, which puts suites of few
 # long tests (tensorify's Hugging Face run, the DDP jobs, the zoo) at the end, on one worker while the other idles:
 # --no-loadscope-reorder keeps this list, the longest suites first (longest-first list scheduling).
-LONGEST := $(addprefix tests/python/,test_frame_pairs.py test_first_day.py test_tensorify.py test_adversarial.py test_ddp.py \
-             test_zoo.py test_frames.py test_enable.py test_single_flight.py test_cacheability.py test_dynamic_shapes.py \
-             test_end_to_end.py test_remote.py test_kernels.py test_variant_bank.py test_clients.py)
+# The order: CI's seconds per file (conftest prints them at the end of a run), longest first.
+LONGEST := $(addprefix tests/python/,test_variant_bank.py test_frame_pairs.py test_adversarial.py test_tensorify.py \
+             test_ddp.py test_enable.py test_end_to_end.py test_frames.py test_dynamic_shapes.py test_zoo.py \
+             test_single_flight.py test_torch_internals.py test_remote.py test_clients.py test_first_day.py \
+             test_isa_probe.py test_cacheability.py test_store_faults.py test_kernels.py)
 PYTHON_SUITES := $(LONGEST) $(filter-out $(LONGEST),$(sort $(wildcard tests/python/test_*.py)))
+# One Inductor kernel directory for the tests of both workers and both passes (conftest's inductor_dir), fresh per
+# run: a kernel is built once per run, as on one machine; the suites that need an empty one make their own.
+TEST_INDUCTOR := $(CURDIR)/build/test-inductor
 test-python: install
-	$(PY) -m pytest -q $(PYTEST_FLAGS) $(PYTHON_SUITES)
-	AOTCACHE_FRAMES=0 $(PY) -m pytest -q $(PYTEST_FLAGS) -m frames_off_too $(FRAMES_OFF_SUITES)
+	rm -rf $(TEST_INDUCTOR)
+	AOTCACHE_TEST_INDUCTOR_DIR=$(TEST_INDUCTOR) $(PY) -m pytest -q $(PYTEST_FLAGS) $(PYTHON_SUITES)
+	AOTCACHE_TEST_INDUCTOR_DIR=$(TEST_INDUCTOR) AOTCACHE_FRAMES=0 $(PY) -m pytest -q $(PYTEST_FLAGS) -m frames_off_too \
+	  $(FRAMES_OFF_SUITES)
 
 test: lint test-cpp test-python
 

@@ -37,7 +37,13 @@ class RunResult:
 
 @pytest.fixture(scope="session")
 def inductor_dir(tmp_path_factory) -> Path:
-    """Inductor's kernel directory, shared by the tests' processes (as on one machine) but not the user's."""
+    """Inductor's kernel directory, shared by the tests' processes (as on one machine) but not the user's: the one
+    AOTCACHE_TEST_INDUCTOR_DIR names (make test sets one for both pytest-xdist workers, so a kernel is built once
+    per run), else one per worker."""
+    shared = os.environ.get("AOTCACHE_TEST_INDUCTOR_DIR")
+    if shared:
+        Path(shared).mkdir(parents=True, exist_ok=True)
+        return Path(shared)
     return tmp_path_factory.mktemp("inductor")
 
 

@@ -54,7 +54,9 @@ def _run(
         "PYTHONPATH": os.pathsep.join([str(work / "mod"), str(HERE), os.environ.get("PYTHONPATH", "")]),
         "FRAME_CASES_BACKEND": backend,
         "AOTCACHE_DIR": str(cache),
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor-{backend}-{name}"),
+        # One kernel directory for every pass, as on one machine: a kernel is built once (the passes' compiled code
+        # is the same whoever built it); warm processes find their kernels there or in the entries.
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
         "AOTCACHE_FRAMES": "1" if frames else "0",
         "AOTCACHE_FRAMES_GUARD_LOG": str(tmp / f"guards-{name}.jsonl"),
         "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",

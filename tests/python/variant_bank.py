@@ -7,8 +7,9 @@ cache; B, on the same cache, must hit (the change cannot alter the compiled code
 The same pair runs on two sides:
 - "aotcache": torch.compile(backend="aotcache"), AOTCACHE_DIR fresh per pair, Inductor's kernel directory shared
   by all pairs (as on one machine); this side is asserted by tests/python/test_variant_bank.py. With the frame cache
-  on (the default), B runs twice from A's cache: as the environment says, and with the frame cache off
-  (AOTCACHE_FRAMES=0, B_noframes, from its own copy of the directory A left); both must do what the case says,
+  on (the default), B of a must-miss pair (of every pair with AOTCACHE_BANK_NOFRAMES=all) runs twice from A's
+  cache: as the environment says, and with the frame cache off (AOTCACHE_FRAMES=0, B_noframes, from its own copy
+  of the directory A left); both must do what the case says,
   except that B may be served A's frame where the graph key must miss but Dynamo's guards hold (a storage offset:
   Dynamo would reuse A's code in one process too); then B_noframes must miss and B's output match eager. A
   must-hit pair marked `served_frame` also needs B (frames on) served A's frame without tracing: the frame key
@@ -472,7 +473,10 @@ class PairResult:
     shared_a: bool = False
     """A was the one run of an A that several pairs share; this pair started from a copy of its cache."""
     b_noframes: ProcResult | None = None
-    """B again with the frame cache off, from a copy of the directory A left (aotcache side, frames on)."""
+    """B again with the frame cache off, from a copy of the directory A left (aotcache side, frames on; must-miss
+    pairs, every pair with AOTCACHE_BANK_NOFRAMES=all)."""
+    b_frames_on: bool = False
+    """B ran with the frame cache on (aotcache side)."""
 
     def verdict(self) -> str:
         """What B did: "hit", "miss", "bypass", "error" (a process failed), or "mixed"; "n/a" where not applicable."""
@@ -530,10 +534,10 @@ class PairResult:
             # With frames on, B is served A's frame when Dynamo's guards hold for B's call, as Dynamo itself would
             # reuse A's compiled code in one process (they do not check a storage offset, which the graph key does):
             # its output is checked against eager above, and B_noframes (the graph key alone) must still miss.
-            served = label == "B" and self.b_noframes is not None and (sb.get("frames") or {}).get("hits", 0) > 0
+            served = label == "B" and self.b_frames_on and (sb.get("frames") or {}).get("hits", 0) > 0
             if want == "miss" and not served and (sb.get("hits") != 0 or sb.get("misses", 0) < 1):
                 out.append(f"{label} must miss (misses>=1, hits==0): {_brief(sb)}")
-            if label == "B" and self.b_noframes is not None and self.case.served_frame:
+            if label == "B" and self.b_frames_on and self.case.served_frame:
                 if not (sb.get("frames") or {}).get("hits"):
                     out.append(f"B must be served A's frame (frames.hits>=1): {_brief(sb)}")
             if want == "hit" and self.case.same_result:
@@ -634,6 +638,12 @@ def _fresh_dir(path: Path) -> Path:
     return path
 
 
+# B_noframes runs for every must-miss pair (the graph key alone must tell the change: soundness) and, with
+# AOTCACHE_BANK_NOFRAMES=all, for the must-hit pairs too (the graph key's stability without a served frame, which the
+# frames-off suites show on their own workloads): 23 processes, ~3 minutes of CI, left out by default.
+NOFRAMES_FOR_HITS = os.environ.get("AOTCACHE_BANK_NOFRAMES", "") == "all"
+
+
 class Bank:
     """Runs pairs under `root`, one fresh directory per pair (its scripts, its cache, its outputs).
 
@@ -669,7 +679,8 @@ class Bank:
         else:
             a = _run_proc("A", case.a, side, pair_dir, env)
         b_noframes = None
-        if side == "aotcache" and frames_on(env):  # B with frames off too, from its own copy of what A left
+        if side == "aotcache" and frames_on(env) and (case.expected == "miss" or NOFRAMES_FOR_HITS):
+            # B with frames off too, from its own copy of what A left
             shutil.copytree(pair_dir / "aotcache", pair_dir / "aotcache-noframes")
             off = {**env, "AOTCACHE_DIR": str(pair_dir / "aotcache-noframes"), "AOTCACHE_FRAMES": "0"}
             b_noframes = _run_proc("B_noframes", case.b, side, pair_dir, off)
@@ -682,6 +693,7 @@ class Bank:
             time.perf_counter() - t0,
             shared_a=self.share_a and side == "aotcache",
             b_noframes=b_noframes,
+            b_frames_on=side == "aotcache" and frames_on(env),
         )
 
     def _shared_a(self, case: Case, side: str) -> tuple[ProcResult, Path]:
