@@ -33,9 +33,11 @@ __all__ = [
 def __getattr__(name: str):
     # The backend imports torch; keep `import aotcache` light until it is needed. (Not named `backend`: that is the
     # submodule aotcache.backend, which shadows a package attribute of the same name once imported.)
-    if name == "aotcache_backend":
+    if name == "aotcache_backend":  # the entry point torch.compile(backend="aotcache") looks up: the activation
+        from aotcache import activation
         from aotcache.backend import aotcache_backend
 
+        activation.activate()
         return aotcache_backend
     if name in ("enable", "disable"):
         from aotcache import default_backend

@@ -17,26 +17,20 @@ Nothing of aotcache's own escapes: the user's call gets what backend="inductor" 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from aotcache import compiler, counters, settings, single_flight, tensorify
+from aotcache import compiler, counters, settings, tensorify
 from aotcache.errors import Bypass
 from aotcache.pipeline import compiling, keying, lookup, outcome, persist
 from aotcache.pipeline.request import CompileRequest
-from aotcache.storage import opened
+from aotcache.storage import opened, single_flight
+from aotcache.torch_glue import inductor as inductor_glue
 
 log = logging.getLogger("aotcache")
-
-# Before the first frame runs (Dynamo imports this module at torch.compile()); the guard log is a test hook.
-if settings.current().frames or os.environ.get("AOTCACHE_FRAMES_GUARD_LOG"):
-    from aotcache import frames as _frames
-
-    _frames.enable()
 
 
 class _TorchRaised(Exception):
@@ -60,7 +54,7 @@ def aotcache_backend(
     try:
         return _boundary(gm, example_inputs, opts)
     finally:
-        from aotcache.frames import tags
+        from aotcache.pipeline import tags
 
         tags.add_backend_seconds(time.perf_counter() - t0)
 
@@ -88,7 +82,7 @@ def _tag(fn: Callable[..., Any], req: CompileRequest) -> None:
     if compiler.graph_state(req.gm):
         return
     try:
-        from aotcache.frames import tags
+        from aotcache.pipeline import tags
 
         tags.tag(
             fn,
@@ -120,7 +114,7 @@ def _run(req: CompileRequest, batch: counters.Batch) -> Callable[..., Any]:
     req.enter("open_store")
     req.tiers = opened.tiers(cfg)
     batch.store = req.local
-    if req.options.get("freezing", torch._inductor.config.freezing):
+    if req.options.get("freezing", inductor_glue.inductor_config.freezing):
         return _bypassed(req, Bypass("freezing", "Inductor freezing bakes parameter values into the compiled code"))
     try:
         keyed = keying.derive_key(req)
@@ -139,7 +133,7 @@ def _run(req: CompileRequest, batch: counters.Batch) -> Callable[..., Any]:
         _replay_restart(req, keyed, found)
     if found.fn is not None:
         return found.fn
-    # A miss: compile once. When another process is compiling this key, wait for its entry (single_flight.py).
+    # A miss: compile once. When another process is compiling this key, wait for its entry (storage/single_flight.py).
     req.enter("wait")
     static = keyed.symbolic is None and keyed.floats is None  # the entry of the key ends a wait
     claim = single_flight.Claim()

@@ -21,6 +21,7 @@ from aotcache import _core, distributed_tensor, op_pins
 from aotcache.code_digest import Unhashable, function_digest
 from aotcache.errors import Bypass
 from aotcache.symbolic import SymbolTable
+from aotcache.torch_glue import dispatch
 
 # Node meta that can change what AOTAutograd and Inductor produce: keyed.
 # `_fx_runtime_assert_preserve` marks a torch._check assertion node that passes must keep.
@@ -253,10 +254,10 @@ def _classify_function(target: Any) -> tuple[str, str]:
 
 
 def _classify_uncached(target: Any) -> tuple[str, str]:
-    if isinstance(target, torch._ops.OpOverload):
+    if isinstance(target, dispatch.OpOverload):
         name = f"{target.namespace}::{target._opname}.{target._overloadname}"
         return ("aten_op" if target.namespace in op_pins.TORCH_OP_NAMESPACES else "custom_op"), name
-    if isinstance(target, torch._ops.HigherOrderOperator):
+    if isinstance(target, dispatch.HigherOrderOperator):
         return "higher_order_op", f"torch.ops.higher_order.{target.name()}"
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or type(target).__qualname__
@@ -326,7 +327,7 @@ class _ArgNormalizer:
             return _core.TorchEnum("memory_format", _strip_torch(str(value)))
         if isinstance(value, enum.Enum):  # e.g. torch.utils.checkpoint.CheckpointPolicy: stable by class and name
             return _core.TorchEnum(f"{t.__module__}.{t.__qualname__}", value.name)
-        if isinstance(value, torch._ops.OpOverload):  # e.g. the op an auto_functionalized node runs
+        if isinstance(value, dispatch.OpOverload):  # e.g. the op an auto_functionalized node runs
             kind, name = _classify_function(value)
             if kind == "aten_op":
                 return _core.TorchEnum("op", name)
@@ -498,7 +499,7 @@ def _patched_tensor_method(name: str, where: str) -> str | None:
     attr = inspect.getattr_static(torch.Tensor, name, None)
     if attr is None:
         return None
-    if getattr(attr, "__objclass__", None) is torch._C.TensorBase and getattr(attr, "__name__", None) == name:
+    if getattr(attr, "__objclass__", None) is dispatch.TensorBase and getattr(attr, "__name__", None) == name:
         return None
     if getattr(attr, "__module__", None) == "torch._tensor" and getattr(attr, "__qualname__", None) == f"Tensor.{name}":
         return None

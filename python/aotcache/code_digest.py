@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from aotcache.torch_glue import dispatch
+
 
 class Unhashable(Exception):
     """The code reads something whose value cannot be pinned; the message names it."""
@@ -104,7 +106,7 @@ def global_names(code: types.CodeType) -> set[str]:
 
 def _torch_name(obj: Any) -> str | None:
     """The qualified name of a torch-owned callable or class, else None."""
-    if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+    if isinstance(obj, (dispatch.OpOverload, dispatch.OpOverloadPacket)):
         return str(obj)
     module = getattr(obj, "__module__", None) or ""
     if module == "torch" or module.startswith("torch."):

@@ -14,22 +14,25 @@ from typing import Any
 from unittest import mock
 
 import torch
-import torch._functorch.config as functorch_config
-import torch._inductor.config as inductor_config
 
-from aotcache import torch_internals, wrapper_code, wrapper_loading
+from aotcache import torch_glue, wrapper_code, wrapper_loading
 from aotcache.errors import Bypass
+from aotcache.torch_glue import dispatch
+from aotcache.torch_glue import dynamo as dynamo_glue
+from aotcache.torch_glue import inductor as inductor_glue
+from aotcache.torch_glue.aot_autograd import functorch_config
+from aotcache.torch_glue.inductor import inductor_config
 
 
 @contextlib.contextmanager
 def _sandboxed_torch_caches() -> Iterator[None]:
     """Torch needs its AOTAutograd cache switched on to make a result serializable; point it at an empty,
     throw-away directory so it can only miss, and remove what it wrote."""
-    found = torch_internals.resolve("torch_cache_sandbox")
+    found = torch_glue.resolve("torch_cache_sandbox")
     if found is None:
         raise Bypass(
             "torch_internals",
-            f"torch's caches cannot be sandboxed: {torch_internals.unavailable('torch_cache_sandbox')}",
+            f"torch's caches cannot be sandboxed: {torch_glue.unavailable('torch_cache_sandbox')}",
         )
     FxGraphCache, AOTAutogradCache = found["FxGraphCache"], found["AOTAutogradCache"]
     tmp = tempfile.mkdtemp(prefix="aotcache-torch-")
@@ -49,7 +52,7 @@ def _sandboxed_torch_caches() -> Iterator[None]:
 
 
 def _is_torch_callable(target: Any) -> bool:
-    if isinstance(target, torch._ops.HigherOrderOperator):
+    if isinstance(target, dispatch.HigherOrderOperator):
         return True
     module = getattr(target, "__module__", None) or ""
     return (module == "torch" or module.startswith("torch.")) and hasattr(target, "__name__")
@@ -72,7 +75,7 @@ def _torch_serialization_allowed(gm: torch.fx.GraphModule) -> Iterator[None]:
         for node in module.graph.nodes
         if node.op == "call_function" and _is_torch_callable(node.target)
     }
-    pin = torch_internals.resolve("checkpoint_policy_pin")  # None: torch's own rule (a policy needs a cache_hash)
+    pin = torch_glue.resolve("checkpoint_policy_pin")  # None: torch's own rule (a policy needs a cache_hash)
 
     def pinned_by_aotcache(context_fn: Any) -> str | None:
         return pin["get_hash"](context_fn) or "pinned-by-aotcache-key"  # type: ignore[index]
@@ -103,7 +106,7 @@ _CACHE_SWITCHES = (
 def _env_forced_switches_lifted(switches: Sequence[tuple[Any, str]] = _CACHE_SWITCHES) -> Iterator[None]:
     try:
         from torch.utils._config_module import _UNSET_SENTINEL
-    except ImportError:  # the sandbox's check (torch_internals) turns the graph cache off; the plain compile goes on
+    except ImportError:  # the sandbox's check (torch_glue) turns the graph cache off; the plain compile goes on
         yield
         return
     with contextlib.ExitStack() as stack:
@@ -119,7 +122,7 @@ def inductor_options(mode: str | None, options: dict[str, Any] | None) -> dict[s
     unknown mode raises, as it does there)."""
     opts: dict[str, Any] = {}
     if mode is not None and mode != "default":
-        opts.update(torch._inductor.list_mode_options(mode))
+        opts.update(inductor_glue.list_mode_options(mode))
     opts.update(options or {})
     return opts
 
@@ -153,7 +156,7 @@ def compile_serializable(
         # Dynamo's tensor_to_context), compiling size-generic code and adding guards to Dynamo's shape env that make
         # its next recompile dynamic. Symbolic graphs pass Dynamo's own fake values, so no new symbol is made.
         # standalone_compile hands `options` to compile_fx as keyword arguments: Inductor configs go in config_patches.
-        artifact = torch._inductor.standalone_compile(
+        artifact = inductor_glue.standalone_compile(
             gm,
             list(symbolic_inputs if symbolic_inputs is not None else example_inputs),
             dynamic_shapes="from_tracing_context" if symbolic_inputs is not None else "from_example_inputs",
@@ -174,11 +177,11 @@ def backend_fakes(example_inputs: Sequence[Any]) -> list[Any]:
     fake mode with the symbolic context and source Dynamo traced it with. A float input gets back its symbolic
     `item()` that way (its memo lives on that fake only); Dynamo's placeholder fakes belong to the tracing fake mode,
     and re-fakified from them it would read as data-dependent."""
-    ctx = torch._guards.TracingContext.get()
+    ctx = dynamo_glue.TracingContext.get()
     mode = ctx.fake_mode
     out: list[Any] = []
     for x in example_inputs:
-        if isinstance(x, torch.Tensor) and not isinstance(x, torch._subclasses.FakeTensor):
+        if isinstance(x, torch.Tensor) and not isinstance(x, dispatch.FakeTensor):
             context = ctx.tensor_to_context.get(x)
             source = context.tensor_source if context is not None else None
             out.append(mode.from_tensor(x, symbolic_context=context, source=source))
@@ -191,7 +194,7 @@ def ddp_piece() -> bool:
     """Whether this compile is one piece of a graph Dynamo's DDP optimizer split at bucket boundaries
     (`torch._dynamo.config.optimize_ddp`, on by default under DistributedDataParallel): the pieces come with fake
     inputs, under Dynamo's TracingContext marked `fakify_first_call`."""
-    ctx = torch._guards.TracingContext.try_get()
+    ctx = dynamo_glue.TracingContext.try_get()
     return bool(
         ctx is not None and getattr(ctx, "fakify_first_call", False) and getattr(ctx, "ddp_optimizer_ctx", None)
     )
@@ -208,7 +211,7 @@ def _ddp_piece_compiled_apart() -> Iterator[None]:
     if not ddp_piece():
         yield
         return
-    from torch._dynamo.utils import counters
+    from aotcache.torch_glue.dynamo import counters
 
     before = counters["aot_autograd"]["total"]
     try:
@@ -223,7 +226,7 @@ def load_serialized(
     """The callable of a stored payload: no AOTAutograd tracing, no Inductor lowering. With `light_load` and the
     entry's `wrapper_bindings` record in its `metadata`, without importing Inductor's compiler (wrapper_loading.py),
     and running the wrapper code its `wrapper_code` record holds instead of compiling the wrappers (wrapper_code.py)."""
-    from torch._inductor.standalone_compile import AOTCompiledArtifact
+    from aotcache.torch_glue.inductor import AOTCompiledArtifact
 
     record = metadata.get("wrapper_bindings") if light_load and isinstance(metadata, dict) else None
     stored = wrapper_code.decode(metadata.get("wrapper_code")) if record is not None else None
@@ -236,7 +239,7 @@ def compile_plain(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], optio
     off for it (aotcache is the cache of that stage): in torch 2.13 it loses the guard that specializes a symbolic
     float (a graph returning `c * 2` for a float argument `c` keeps returning the first value: the adversarial case
     dyn_python_float_returned). Inductor's FX graph cache is left as the user set it."""
-    from torch._inductor.compile_fx import compile_fx
+    from aotcache.torch_glue.inductor import compile_fx
 
     with (
         _env_forced_switches_lifted([(functorch_config, "enable_autograd_cache")]),

@@ -2,8 +2,8 @@
 
 Counter names are shared by both: hits, misses, bypasses, errors, bypass.<reason>, miss.<component>, error.<kind>,
 bytes_read, bytes_written, compile_us (time spent compiling on misses), saved_us (compile time the hits did not
-spend), load_us (time spent loading hits), wait.<name> and wait_us (compile once, single_flight.py), remote.<name>
-(the remote tier, remote.py).
+spend), load_us (time spent loading hits), wait.<name> and wait_us (compile once, storage/single_flight.py),
+remote.<name> (the remote tier, storage/remote.py).
 """
 
 from __future__ import annotations
@@ -142,11 +142,11 @@ def snapshot() -> dict[str, Any]:
     out["compile_seconds"] = c.get("compile_us", 0) / 1e6
     out["saved_seconds"] = c.get("saved_us", 0) / 1e6
     out["load_seconds"] = c.get("load_us", 0) / 1e6
-    # Compile once (single_flight.py): processes that waited for another's compile, waits that ended in a hit,
+    # Compile once (storage/single_flight.py): processes that waited for another's compile, waits that ended in a hit,
     # waits that gave up (AOTCACHE_COMPILE_WAIT), and the time spent waiting.
     out["wait"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("wait.")}
     out["wait"]["seconds"] = c.get("wait_us", 0) / 1e6
-    # The remote tier (remote.py): hits, misses, errors, rejected_signature, puts, bytes, ... by name.
+    # The remote tier (storage/remote.py): hits, misses, errors, rejected_signature, puts, bytes, ... by name.
     out["remote"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("remote.")}
     # Inductor's vector-ISA probe (isa_probe.py): check_build calls answered from the machine's memo, or probed.
     out["isa_probe"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("isa_probe.")}
@@ -165,7 +165,7 @@ def snapshot() -> dict[str, Any]:
     out["tensorify"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("tensorify.")}
     # Wrapper modules a hit ran from the entry's compiled code (wrapper_code.py), or compiled from their text.
     out["wrapper_code"] = {k.split(".", 1)[1]: v for k, v in sorted(c.items()) if k.startswith("wrapper_code.")}
-    # Features this torch failed the check of (torch_internals.py): off for the process, one WARNING each.
+    # Features this torch failed the check of (torch_glue/): off for the process, one WARNING each.
     out["torch_internals_off"] = sorted(k.split(".", 2)[2] for k in c if k.startswith("torch_internals.off."))
     return out
 

@@ -15,6 +15,6 @@ from typing import Any
 
 def select_decomp_table() -> dict[Any, Any]:
     """What torch's `select_decomp_table()` returns."""
-    from torch._inductor.decomposition import select_decomp_table as torchs
+    from aotcache.torch_glue.inductor import select_decomp_table as torchs
 
     return torchs()

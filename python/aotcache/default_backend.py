@@ -15,7 +15,7 @@ AOTInductor subclass, `use_aoti`):
   add, merged as torch merges them). A wrapper with a region name (`torch.compile(name=...)`) stays on compile_fx.
 The frame cache treats a routed wrapper as the aotcache backend with those options (frames/hooks.py).
 
-Every contact with the wrapper is here; its shape is checked in torch_internals.py (feature
+Every contact with the wrapper is here; its shape is checked in torch_glue/compile_entry.py (feature
 `default_backend_routing`). A torch whose wrapper does not have it: one WARNING, nothing routed, the program runs on
 plain inductor; nothing raises into the user's program.
 """
@@ -26,16 +26,17 @@ import logging
 import threading
 from typing import Any
 
-from aotcache import torch_internals
+from aotcache import default_routing, torch_glue
+from aotcache.torch_glue.patching import Patches
 
 log = logging.getLogger("aotcache")
 
 _lock = threading.Lock()
-_originals: dict[str, Any] = {}  # the wrapper's own methods while routed
+_patches: list[Patches] = []  # the routing's, while routed
 
 
 def _wrapper_class() -> type | None:
-    found = torch_internals.resolve("default_backend_routing")
+    found = torch_glue.resolve("default_backend_routing")
     return None if found is None else found["wrapper"]
 
 
@@ -43,10 +44,10 @@ def enable() -> bool:
     """Routes every torch.compile that uses the default backend through aotcache, from the next compile on, with the
     same mode and options. Idempotent. False (with one WARNING) when this torch's default backend cannot be routed."""
     with _lock:
-        if _originals:
+        if default_routing.enabled():
             return True
         cls = _wrapper_class()
-        if cls is None:  # torch_internals warned, once
+        if cls is None:  # torch_glue warned, once
             return False
         init, call = cls.__dict__["__init__"], cls.__dict__["__call__"]
 
@@ -67,9 +68,11 @@ def enable() -> bool:
 
         __init__.__wrapped__ = init  # type: ignore[attr-defined]
         __call__.__wrapped__ = call  # type: ignore[attr-defined]
-        _originals.update({"__init__": init, "__call__": call})
-        cls.__init__ = __init__
-        cls.__call__ = __call__
+        patches = Patches("aotcache.enable()").replace(cls, "__init__", __init__).replace(cls, "__call__", __call__)
+        if not patches.install():  # neither stays (one WARNING): the default backend stays inductor
+            return False
+        default_routing.set_routed({"__init__": init, "__call__": call})
+        _patches.append(patches)
         return True
 
 
@@ -77,41 +80,24 @@ def disable() -> None:
     """Gives torch.compile's default backend back to inductor (compiles from now on; frames compiled while routed
     keep their compiled code, as any backend's)."""
     with _lock:
-        if not _originals:
+        if not default_routing.enabled():
             return
-        cls = _wrapper_class()
-        if cls is not None:
-            for name, fn in _originals.items():
-                setattr(cls, name, fn)
-        _originals.clear()
+        _patches.pop().uninstall()
+        default_routing.set_routed(None)
 
 
 def enabled() -> bool:
-    return bool(_originals)
+    return default_routing.enabled()
 
 
-def routed(compiler_fn: Any) -> bool:
-    """Whether `compiler_fn` is a default-backend wrapper that compiles through aotcache now."""
-    if not _originals:
-        return False
-    import torch
-
-    return type(compiler_fn) is getattr(torch, "_TorchCompileInductorWrapper", None) and (
-        getattr(compiler_fn, "name", None) is None
-    )
-
-
-def routed_options(compiler_fn: Any) -> dict[str, Any] | None:
-    """The Inductor options a routed wrapper compiles with; None when `compiler_fn` is not one."""
-    if not routed(compiler_fn):
-        return None
-    config = getattr(compiler_fn, "config", None)
-    return dict(config) if isinstance(config, dict) else None
+routed, routed_options = default_routing.routed, default_routing.routed_options
 
 
 def _import_backend() -> None:
     try:
-        import aotcache.backend  # noqa: F401 - installs the frame cache's hooks before Dynamo converts a frame
+        from aotcache import activation
+
+        activation.activate()  # the frame cache's hooks in before Dynamo converts a frame
     except Exception as e:  # the compile then runs on inductor
         _import_failed(e)
 

@@ -13,10 +13,12 @@ import sys
 from typing import Any
 
 import torch
-import torch._functorch.config as functorch_config
-import torch._inductor.config as inductor_config
 
 from aotcache.errors import Bypass
+from aotcache.torch_glue import dispatch
+from aotcache.torch_glue import dynamo as dynamo_glue
+from aotcache.torch_glue.aot_autograd import functorch_config
+from aotcache.torch_glue.inductor import inductor_config
 
 # Fields that steer torch's own caches, logging or worker processes: they never change the compiled code, and
 # keeping them out means a user who toggles torch's caches still hits. (Docs: docs/formats/key-encoding.md.)
@@ -77,7 +79,7 @@ _HOOK_FIELDS = {
 
 def autograd_state() -> dict[str, Any]:
     autocast = {}
-    for device in torch._C._autocast_supported_devices():
+    for device in dispatch.autocast_supported_devices():
         try:
             autocast[device] = [torch.is_autocast_enabled(device), str(torch.get_autocast_dtype(device))]
         except RuntimeError:  # a backend that is not built in: it cannot be enabled either
@@ -249,7 +251,7 @@ def _torch_originals() -> tuple[tuple[str, Any], ...]:
     Python wrapper of that name torch.functional defines instead (einsum, norm, split...)."""
     import torch.functional as torch_functional
 
-    variable_functions = torch._C._VariableFunctions
+    variable_functions = dispatch.VariableFunctions
     wrappers = set(getattr(torch_functional, "__all__", ()))
     out = []
     for name in dir(variable_functions):
@@ -267,7 +269,7 @@ def attention_backends() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in _attention_getters():
         try:
-            value = getattr(torch._C, name)()
+            value = getattr(dispatch.torch_C, name)()
         except Exception as e:  # a getter that needs arguments or a backend not built in: by the failure
             value = f"<{type(e).__name__}>"
         out[name] = list(value) if isinstance(value, (list, tuple)) else value
@@ -276,7 +278,7 @@ def attention_backends() -> dict[str, Any]:
 
 @functools.cache
 def _attention_getters() -> tuple[str, ...]:
-    return tuple(sorted(n for n in dir(torch._C) if n.startswith("_get_") and "sdp" in n))
+    return tuple(sorted(n for n in dir(dispatch.torch_C) if n.startswith("_get_") and "sdp" in n))
 
 
 def _check_plain(value: Any, where: str) -> None:
@@ -344,7 +346,7 @@ def _hooks(module: Any, name: str) -> dict[str, Any]:
 
 
 def _out_of_tree_backends() -> None:
-    from torch._inductor.codegen.common import custom_backend_codegen_configs, custom_backend_passes
+    from aotcache.torch_glue.inductor import custom_backend_codegen_configs, custom_backend_passes
 
     if any(custom_backend_passes.values()) or any(custom_backend_codegen_configs.values()):
         raise Bypass("custom_pass", "an out-of-tree Inductor backend registered custom passes or codegen configs")
@@ -369,8 +371,7 @@ ENVIRONMENT_OVERRIDE_VAR = "AOTCACHE_ENVIRONMENT_OVERRIDE"
 @functools.cache
 def _probed_environment() -> dict[str, Any]:
     """What the machine and build are: fixed for the life of the process, probed once."""
-    from torch._inductor import cpp_builder
-    from torch._inductor.cpu_vec_isa import pick_vec_isa
+    from aotcache.torch_glue.inductor import cpp_builder, pick_vec_isa
 
     cxx = cpp_builder.get_cpp_compiler()
     # Ordered so that the one-line summary shows the fields people compare first.
@@ -445,7 +446,7 @@ def frame_config() -> dict[str, Any]:
             return repr(value)
 
     out: dict[str, Any] = {}
-    for name, module in (("dynamo", torch._dynamo.config), ("compiler", torch.compiler.config)):
+    for name, module in (("dynamo", dynamo_glue.dynamo_config), ("compiler", torch.compiler.config)):
         fields = module.save_config_portable(ignore_private_configs=False)
         skip = _FRAME_CONFIG_PATHS.get(name, ())
         out[name] = {k: plain(v) for k, v in sorted(fields.items()) if k not in skip}

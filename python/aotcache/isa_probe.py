@@ -30,8 +30,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from aotcache import machine, torch_internals
+from aotcache import machine, torch_glue
 from aotcache.storage import private_files
+from aotcache.torch_glue.patching import Patches
 
 log = logging.getLogger("aotcache")
 
@@ -45,7 +46,7 @@ def fingerprint() -> dict[str, Any] | None:
     base = machine.describe()
     if base is None:
         return None
-    from torch._inductor.cpu_vec_isa import x86_isa_checker
+    from aotcache.torch_glue.inductor import x86_isa_checker
 
     return {
         "format": MEMO_FORMAT,
@@ -97,7 +98,7 @@ _entered = False  # the memo is consulted once per process: torch keeps the answ
 
 
 def _torch_probed_already() -> bool:
-    from torch._inductor import cpu_vec_isa
+    from aotcache.torch_glue.inductor import cpu_vec_isa
 
     info = getattr(cpu_vec_isa.valid_vec_isa_list, "cache_info", None)  # absent when someone wrapped it
     return info is not None and info().currsize > 0
@@ -126,12 +127,12 @@ def remembered(cache_dir: str, enabled: bool = True) -> Iterator[Outcome]:
     `cpp.vec_isa_ok`, or where the machine cannot be fingerprinted. Never raises for the memo's own faults."""
     global _entered
     outcome = Outcome()
-    from torch._inductor import config as inductor_config
+    from aotcache.torch_glue.inductor import inductor_config
 
     if _entered or not enabled or inductor_config.cpp.vec_isa_ok is not None:
         yield outcome
         return
-    found = torch_internals.resolve("isa_probe_memo")
+    found = torch_glue.resolve("isa_probe_memo")
     if found is None or _torch_probed_already():
         yield outcome
         return
@@ -160,11 +161,10 @@ def remembered(cache_dir: str, enabled: bool = True) -> Iterator[Outcome]:
         learned[name] = bool(result)
         return result
 
-    VecISA.check_build = check_build  # type: ignore[method-assign]
     try:
-        yield outcome
+        with Patches("the vector-ISA probe memo").replace(VecISA, "check_build", check_build).applied():
+            yield outcome
     finally:
-        VecISA.check_build = real_check_build  # type: ignore[method-assign]
         if learned:
             try:
                 _write_memo(path, fp, {**known, **learned})

@@ -33,8 +33,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from aotcache import _core, counters, machine, thread_state, torch_internals
+from aotcache import _core, counters, machine, thread_state, torch_glue
 from aotcache.storage import private_files
+from aotcache.torch_glue.patching import Patches
 
 log = logging.getLogger("aotcache")
 
@@ -48,7 +49,7 @@ def fingerprint() -> str | None:
 
 
 def _inductor_dir() -> str:
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    from aotcache.torch_glue.inductor import cache_dir
 
     return os.path.realpath(cache_dir())
 
@@ -220,29 +221,27 @@ _hooks: bool | None = None
 def _install_hooks() -> bool:
     """Installs the three pass-throughs into Inductor's codecache once (the capture's recording `load_async`, the
     load's plain header and reused build options), all or none; False where this torch fails the feature's check
-    (`torch_internals`, feature `kernel_bundles`: one WARNING): nothing is captured, loads take torch's path."""
+    (`torch_glue`, feature `kernel_bundles`: one WARNING): nothing is captured, loads take torch's path."""
     global _hooks
     with _hooks_lock:
         if _hooks is None:
-            found = torch_internals.resolve("kernel_bundles")
+            found = torch_glue.resolve("kernel_bundles")
             if found is None:
                 _hooks = False
                 return _hooks
             codecache = found["codecache"]
             cache = codecache.CppCodeCache
-            replaced = (cache.__dict__["load_async"], codecache._precompile_header, codecache.CppTorchDeviceOptions)
             try:
-                load_async = _recording(replaced[0])
-                header = _plain_header_with(replaced[1])
-                options = _reused_options_with(replaced[2])
-                cache.load_async = load_async  # type: ignore[method-assign]
-                codecache._precompile_header = header
-                codecache.CppTorchDeviceOptions = options
-                _hooks = True
-            except Exception:  # none stays replaced
-                log.warning("aotcache: kernel bundles are off: their hooks could not be installed", exc_info=True)
-                cache.load_async, codecache._precompile_header, codecache.CppTorchDeviceOptions = replaced
-                _hooks = False
+                patches = (
+                    Patches("kernel bundles")
+                    .replace(cache, "load_async", _recording(cache.__dict__["load_async"]))
+                    .replace(codecache, "_precompile_header", _plain_header_with(codecache._precompile_header))
+                    .replace(codecache, "CppTorchDeviceOptions", _reused_options_with(codecache.CppTorchDeviceOptions))
+                )
+            except Exception:  # a pass-through that cannot be built around this torch's function: none installed
+                log.warning("aotcache: kernel bundles are off: their hooks could not be built", exc_info=True)
+                patches = None
+            _hooks = patches is not None and patches.install()  # all three or none (one WARNING)
         return _hooks
 
 

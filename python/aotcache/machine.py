@@ -48,7 +48,7 @@ def _cpu() -> dict[str, str] | None:
 
 @functools.cache
 def _describe() -> dict[str, Any] | None:
-    from torch._inductor import cpp_builder
+    from aotcache.torch_glue.inductor import cpp_builder
 
     cpu = _cpu()
     if cpu is None:

@@ -13,9 +13,8 @@ import hashlib
 import threading
 from typing import Any
 
-import torch
-
 from aotcache.code_digest import Unhashable, function_digest
+from aotcache.torch_glue import dispatch
 
 # Namespaces whose kernels ship inside libtorch: pinned by the torch version like aten.
 TORCH_OP_NAMESPACES = frozenset(
@@ -48,7 +47,7 @@ def unregister_op_version(qualname: str) -> None:
 _digests: dict[Any, str] = {}
 
 
-def op_pin(op: torch._ops.OpOverload) -> str | None:
+def op_pin(op: dispatch.OpOverload) -> str | None:
     """'registered:V' or 'source:HEX' for a custom op; None when it cannot be pinned (the rules then bypass).
 
     Source digests are computed once per op and process: a re-registered implementation takes a new process."""
@@ -67,7 +66,7 @@ def op_pin(op: torch._ops.OpOverload) -> str | None:
 
 
 def _source_pin(qualname: str) -> str | None:
-    opdef = torch._library.custom_ops._maybe_get_opdef(qualname)
+    opdef = dispatch.maybe_get_opdef(qualname)
     if opdef is None:  # defined through torch.library.Library / C++: its kernels are not reachable as Python source
         return None
     parts: list[tuple[str, Any]] = [("schema", str(opdef._schema))]

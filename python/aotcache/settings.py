@@ -337,11 +337,19 @@ def configure(
         if remote is not None:
             _remote_urls[:] = [remote]
     settings = current()
-    if settings.frames:
-        from aotcache import frames as frame_cache
-
-        frame_cache.enable()
+    for listener in list(_listeners):
+        listener(settings)
     return settings
+
+
+_listeners: list[Any] = []
+
+
+def on_configure(listener: Any) -> None:
+    """Calls `listener(settings)` after every `configure()` from now on (aotcache.activation: frames switched on
+    after the first compile install the frame cache's hooks then). Settings import nothing above them."""
+    if listener not in _listeners:
+        _listeners.append(listener)
 
 
 def reset() -> None:

@@ -32,10 +32,10 @@ import json
 from typing import Any
 
 import sympy
-import torch
 
 from aotcache import _core
 from aotcache.symbolic import SymbolTable, backed_values, is_float_symbol
+from aotcache.torch_glue import dynamo as dynamo_glue
 
 RECORD_KIND = "float_record"
 RECORD_VERSION = 1
@@ -46,13 +46,13 @@ VALUE_PREFIX = "float "
 
 
 def _state() -> Any:
-    from torch._dynamo.symbolic_convert import TensorifyState
+    from aotcache.torch_glue.dynamo import TensorifyState
 
     return TensorifyState
 
 
 def _restart_class() -> type[BaseException]:
-    from torch._dynamo.exc import TensorifyScalarRestartAnalysis
+    from aotcache.torch_glue.dynamo import TensorifyScalarRestartAnalysis
 
     return TensorifyScalarRestartAnalysis
 
@@ -160,7 +160,7 @@ def context(table: SymbolTable | None) -> FloatContext | None:
 
 
 def _ambient_shape_env() -> Any:
-    ctx = torch._guards.TracingContext.try_get()
+    ctx = dynamo_glue.TracingContext.try_get()
     fake_mode = getattr(ctx, "fake_mode", None)
     return getattr(fake_mode, "shape_env", None)
 

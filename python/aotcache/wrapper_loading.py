@@ -20,7 +20,7 @@ module's recording switch at every call, which cannot be on while the module was
 
 The three torch functions are replaced once, by pass-throughs: the loader's two take the light path only inside
 `loading()` on the same thread, the call only while `torch._inductor.debug` is not imported; everywhere else they
-call torch's originals. They are installed only when this torch passes the light load's check (`torch_internals`:
+call torch's originals. They are installed only when this torch passes the light load's check (`torch_glue`:
 the functions take the arguments the pass-throughs pass and read the global names they were checked against).
 `AOTCACHE_LIGHT_LOAD=0` turns the path off.
 """
@@ -40,7 +40,8 @@ from typing import Any
 
 import torch
 
-from aotcache import counters, thread_state, torch_internals, wrapper_code
+from aotcache import counters, thread_state, torch_glue, wrapper_code
+from aotcache.torch_glue.patching import Patches
 
 log = logging.getLogger("aotcache")
 
@@ -117,7 +118,7 @@ class ExternKernels(types.SimpleNamespace):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        from torch._inductor.select_algorithm import extern_kernels
+        from aotcache.torch_glue.inductor import extern_kernels
 
         return getattr(extern_kernels, name)
 
@@ -289,26 +290,27 @@ _installed: bool | None = None
 
 def _install() -> bool:
     """Replaces the three torch functions by pass-throughs, once; False (torch's path) when this torch fails the
-    light load's check (`torch_internals`: one WARNING then)."""
+    light load's check (`torch_glue`: one WARNING then)."""
     global _installed
     with _install_lock:
         if _installed is None:
-            found = torch_internals.resolve("light_load")
+            found = torch_glue.resolve("light_load")
             if found is None:
                 _installed = False
                 return False
-            try:
-                from torch._inductor import codecache, output_code
+            from aotcache.torch_glue.inductor import codecache, output_code
 
-                codecache._reload_python_module = _reload_python_module_with(found["_reload_python_module"])
-                codecache.FxGraphCache.cache_hit_post_compile = staticmethod(
-                    _post_compile_with(found["FxGraphCache.cache_hit_post_compile"])
+            patches = (
+                Patches("light loading")
+                .replace(codecache, "_reload_python_module", _reload_python_module_with(found["_reload_python_module"]))
+                .replace(
+                    codecache.FxGraphCache,
+                    "cache_hit_post_compile",
+                    staticmethod(_post_compile_with(found["FxGraphCache.cache_hit_post_compile"])),
                 )
-                output_code.CompiledFxGraph.__call__ = _call_with(found["CompiledFxGraph.__call__"])
-                _installed = True
-            except Exception:
-                log.debug("the light load path is not available with this torch", exc_info=True)
-                _installed = False
+                .replace(output_code.CompiledFxGraph, "__call__", _call_with(found["CompiledFxGraph.__call__"]))
+            )
+            _installed = patches.install()  # all three or none (one WARNING)
         return _installed
 
 
@@ -352,9 +354,9 @@ def _reload_python_module_with(original: Any) -> Any:
 
 def _needs_torch_post_compile(graph: Any) -> bool:
     """Whether torch's hit post-processing does more here than loading the wrapper and applying the counters."""
-    from torch._dynamo.utils import get_metrics_context
-    from torch._inductor import codecache, config
-    from torch._logging._internal import trace_log
+    from aotcache.torch_glue.dynamo import get_metrics_context, trace_log
+    from aotcache.torch_glue.inductor import codecache
+    from aotcache.torch_glue.inductor import inductor_config as config
 
     bundle = getattr(graph, "_triton_bundle", None)
     return bool(
@@ -374,8 +376,8 @@ def _post_compile_with(original: Any) -> Any:
             graph.after_deserialization(constants)
         except OSError:  # the wrapper file went away underneath: torch treats this as a miss
             return None, cache_info
-        from torch._dynamo.utils import counters
-        from torch._inductor import metrics
+        from aotcache.torch_glue.dynamo import counters
+        from aotcache.torch_glue.inductor import metrics
 
         metrics.CachedMetricsHelper.apply_deltas(graph.metrics_deltas)
         counters["inductor"] += graph.counter_deltas
@@ -395,8 +397,8 @@ def _call_with(original: Any) -> Any:
     networkx). The switch is only set through that module: while it was never imported, recording is off, and this
     pass-through runs the graph as torch's `__call__` does with recording off. Whenever anything else of it could
     apply (the module imported, the profiler on, an autotune-cache bundle open for this graph), torch's runs."""
-    from torch._dynamo.utils import get_runtime_metrics_context
-    from torch._inductor.runtime.autotune_cache import AutotuneCacheBundler
+    from aotcache.torch_glue.dynamo import get_runtime_metrics_context
+    from aotcache.torch_glue.inductor import AutotuneCacheBundler
 
     profiler = torch.autograd.profiler
 

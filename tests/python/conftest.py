@@ -208,7 +208,7 @@ def read_guard_log(path: Path) -> list[dict]:
 def loaded_guards_unmatched(loaded_logs: list[Path], traced_logs: list[Path]) -> tuple[int, list[str]]:
     """(guard sets loaded from frame entries, those of them equal to no set Dynamo built tracing the same code in
     the `traced_logs` processes). Equal means source by source and kind by kind, a content guard standing under the
-    identity guard it replaced (frames/hooks.py logs both sides that way)."""
+    identity guard it replaced (frames/guard_log.py logs both sides that way)."""
     traced: dict[str, list] = {}
     for path in traced_logs:
         for r in read_guard_log(path):

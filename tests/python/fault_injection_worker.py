@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 import aotcache
-from aotcache import _core, capture, compiler, counters, global_state, guarded, kernels, settings, single_flight
+from aotcache import _core, capture, compiler, counters, global_state, guarded, kernels, settings
+from aotcache.storage import single_flight
 from aotcache.storage.tiered import TieredStore
 from stats_delta import delta
 
@@ -38,8 +39,8 @@ PHASES = {
     "capture": (capture, "capture_graph", "filled", "both"),
     "check": (_core, "check_graph", "filled", "both"),
     "key": (global_state, "autograd_state", "filled", "both"),
-    "lookup": (TieredStore, "get", "filled", "both"),
-    "remote": (TieredStore, "fetch", "empty", "both"),
+    "lookup": (TieredStore, "get_local", "filled", "both"),
+    "remote": (TieredStore, "get_remote", "empty", "both"),
     "guard_selection": (guarded, "select", "filled", "symbolic"),
     "guard_installation": (guarded, "install", "filled", "symbolic"),
     "load": (compiler, "load_serialized", "filled", "both"),

@@ -24,14 +24,14 @@ from stats_delta import delta
 def _inject(phase: str) -> None:
     """Makes the frame cache's `phase` raise on every frame (--fault PHASE): Dynamo must trace as if frames were
     off, the results stay right, and the fault is counted frames.internal_error.<phase>."""
-    from aotcache.frames import hooks
+    from aotcache.frames import frame_key, record, serve
 
-    target = {"key": "_frame_of", "load": "_load", "record": "_record"}[phase]
+    owner, target = {"key": (frame_key, "frame_of"), "load": (serve, "load"), "record": (record, "record")}[phase]
 
     def broken(*args, **kwargs):
         raise RuntimeError(f"injected fault in the frame cache's {phase}")
 
-    setattr(hooks, target, broken)
+    setattr(owner, target, broken)
 
 
 def main() -> int:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import sys
 import time
 
-from aotcache import _core, single_flight
+from aotcache import _core
+from aotcache.storage import single_flight
 
 
 def main() -> None:

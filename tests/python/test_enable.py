@@ -205,10 +205,10 @@ def test_a_torch_without_the_expected_wrapper_warns_once_and_runs_on_inductor(re
     class Other:  # a torch that renamed or reshaped the wrapper
         pass
 
-    from aotcache import torch_internals
+    from aotcache.torch_glue import features
 
-    monkeypatch.setattr(torch_internals, "_resolved", {})  # probed afresh against this torch, restored after
-    monkeypatch.setattr(torch_internals, "_reasons", {})
+    monkeypatch.setattr(features, "_resolved", {})  # probed afresh against this torch, restored after
+    monkeypatch.setattr(features, "_reasons", {})
     monkeypatch.setattr(torch, "_TorchCompileInductorWrapper", Other)
     with caplog.at_level(logging.WARNING, logger="aotcache"):
         assert restored.enable() is False

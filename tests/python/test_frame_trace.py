@@ -1,4 +1,4 @@
-"""A served frame and torch's structured trace (frames/hooks.py `_trace_served`): without TORCH_TRACE, serving a
+"""A served frame and torch's structured trace (frames/serve.py `_trace_served`): without TORCH_TRACE, serving a
 frame never builds Dynamo's text of the guard tree (torch's lazy trace handler is resolved by a cheap event first);
 with TORCH_TRACE, the trace names each served frame and still holds Dynamo's guard text."""
 

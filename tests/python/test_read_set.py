@@ -216,15 +216,15 @@ def _compile_in_fresh_dynamo(tmp_path) -> dict:
 def test_a_break_in_an_inlined_call_carries_the_rolled_back_reads(tmp_path):
     """The outer frame is traced twice: the first attempt inlines the helper and breaks inside it, the second breaks
     at the call. The recorded candidate carries what the first attempt read (the helper, its globals)."""
-    from aotcache.frames import hooks
+    from aotcache.frames import record
 
     recorded = []
-    original = hooks._persist
+    original = record.persist
     try:
-        hooks._persist = lambda frame, candidate, seconds: recorded.append((frame.code.co_name, candidate))
+        record.persist = lambda frame, candidate, seconds: recorded.append((frame.code.co_name, candidate))
         _compile_in_fresh_dynamo(tmp_path)
     finally:
-        hooks._persist = original
+        record.persist = original
     outer = [c for name, c in recorded if name == "_calls_helper"]
     assert len(outer) == 1
     rows = outer[0]["rolled_back_reads"]

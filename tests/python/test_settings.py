@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 
 import aotcache
-from aotcache import _core, remote, settings
+from aotcache import _core, settings
+from aotcache.storage import remote
 
 
 @pytest.fixture(autouse=True)
@@ -267,8 +271,6 @@ def test_readonly_remote_flag_is_validated_too(monkeypatch, caplog):
 
 
 def test_frames_are_on_by_default_and_configure_installs_the_hooks(monkeypatch):
-    from aotcache.frames import hooks
-
     monkeypatch.delenv("AOTCACHE_FRAMES", raising=False)
     assert aotcache.current_settings().frames is True
     monkeypatch.setenv("AOTCACHE_FRAMES", "0")
@@ -276,7 +278,19 @@ def test_frames_are_on_by_default_and_configure_installs_the_hooks(monkeypatch):
     assert aotcache.configure(frames=False).frames is False
     monkeypatch.delenv("AOTCACHE_FRAMES")
     assert aotcache.configure(frames=True).frames is True
-    assert hooks._installed
-    import torch._dynamo.convert_frame as convert_frame
-
-    assert convert_frame._compile.__module__ == "aotcache.frames.hooks"
+    # In a fresh process: the backend's lookup activates aotcache (frames off: no hooks); a later configure(frames=
+    # True) installs them (settings tell aotcache.activation, which they do not import).
+    program = (
+        "import aotcache, torch._dynamo.convert_frame as cf\n"
+        "from aotcache.frames import hooks\n"
+        "aotcache.aotcache_backend\n"
+        "before = (hooks._installed, cf._compile.__module__)\n"
+        "aotcache.configure(frames=True)\n"
+        "print('RESULT', before, (hooks._installed, cf._compile.__module__))\n"
+    )
+    env = {**os.environ, "AOTCACHE_FRAMES": "0"}
+    env.pop("AOTCACHE_FRAMES_GUARD_LOG", None)
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("RESULT"))
+    assert line == "RESULT (False, 'torch._dynamo.convert_frame') (True, 'aotcache.frames.hooks')", line

@@ -180,7 +180,8 @@ def test_exclusive_serializes_read_modify_writes_of_one_key(tmp_path):
     writer waits for the first to finish, and gives up after its bound rather than block (then writes unprotected)."""
     import threading
 
-    from aotcache import _core, single_flight
+    from aotcache import _core
+    from aotcache.storage import single_flight
 
     store = _core.LocalStore.open(str(tmp_path / "cache"))
     key = "ab" * 32

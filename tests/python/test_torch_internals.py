@@ -1,4 +1,4 @@
-"""A torch whose internals have another shape than the ones aotcache uses (torch_internals.py).
+"""A torch whose internals have another shape than the ones aotcache uses (python/aotcache/torch_glue/).
 
 The frame cache: its hooks are installed all or none, the frame cache turns itself off with one WARNING naming what
 is missing, and the user's `torch.compile(..., backend="aotcache")` runs, its graphs still cached. The other features
@@ -70,12 +70,12 @@ def test_a_missing_internal_turns_the_frame_cache_off_and_nothing_else(internal,
 def test_every_feature_passes_its_check_on_this_torch():
     """The installed torch (2.13.0 here, 2.14.1 in CI's second step, any with `make test-torch`) passes every
     feature's probe: no feature is off without anyone seeing it."""
-    from aotcache import torch_internals
+    from aotcache import torch_glue
 
-    assert torch_internals.report() == dict.fromkeys(torch_internals.FEATURES)
+    assert torch_glue.report() == dict.fromkeys(torch_glue.FEATURES)
 
 
-# The other features (torch_internals.FEATURES), each with its internal removed or changed before aotcache is imported,
+# The other features (torch_glue.FEATURES), each with its internal removed or changed before aotcache is imported,
 # and what the compile shows with the feature off. Each case's program: `setup` (run first), then the compile.
 FEATURE_CASES = {
     "torch_cache_sandbox:renamed": (  # torch's own uses follow the new name, as in a torch that renamed it
@@ -132,10 +132,10 @@ FEATURE_PROGRAM = textwrap.dedent(
     x = torch.randn(8)
     out = torch.compile(fn, backend="aotcache")(x)
     import aotcache
-    from aotcache import torch_internals
+    from aotcache import torch_glue
     from torch._inductor import codecache
     assert torch.equal(out, torch.compile(fn, backend="inductor")(x))
-    off = {name: reason for name, reason in torch_internals.report().items() if reason}
+    off = {name: reason for name, reason in torch_glue.report().items() if reason}
     hooked = "_aotcache_replaces" in vars(codecache.CppCodeCache.__dict__["load_async"].__func__)
     print("RESULT " + json.dumps({"off": off, "stats": aotcache.stats(), "kernel_hooks": hooked}))
     """

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from aotcache import torch_internals, wrapper_loading
+from aotcache import wrapper_loading
+from aotcache.torch_glue import features
+from aotcache.torch_glue import inductor as inductor_glue
 from aotcache.wrapper_loading import Bindings, ExternKernels
 
 
@@ -241,21 +243,21 @@ def test_replaced_torch_functions_read_what_they_were_checked_against():
     """The pin: the installed torch's three replaced functions read exactly the global names the pass-throughs were
     written against (a torch that changes them turns the light path off, next test)."""
     assert wrapper_loading._install()
-    assert torch_internals.differing_light_load_functions() == []
+    assert inductor_glue.differing_light_load_functions() == []
 
 
 def test_a_torch_function_of_another_shape_keeps_torchs_path(monkeypatch, caplog):
     from torch._inductor import codecache, output_code
 
     monkeypatch.setattr(wrapper_loading, "_installed", None)
-    monkeypatch.setattr(torch_internals, "_resolved", {})  # probed afresh, restored after
-    monkeypatch.setattr(torch_internals, "_reasons", {})
+    monkeypatch.setattr(features, "_resolved", {})  # probed afresh, restored after
+    monkeypatch.setattr(features, "_reasons", {})
     monkeypatch.setattr(codecache, "_reload_python_module", codecache._reload_python_module)
     monkeypatch.setattr(codecache.FxGraphCache, "cache_hit_post_compile", codecache.FxGraphCache.cache_hit_post_compile)
     monkeypatch.setattr(output_code.CompiledFxGraph, "__call__", output_code.CompiledFxGraph.__call__)
-    names = dict(torch_internals.LIGHT_LOAD_READS)
+    names = dict(inductor_glue.LIGHT_LOAD_READS)
     names["CompiledFxGraph.__call__"] = names["CompiledFxGraph.__call__"] - {"RECORD_GRAPH_EXECUTION"}
-    monkeypatch.setattr(torch_internals, "LIGHT_LOAD_READS", names)
+    monkeypatch.setattr(inductor_glue, "LIGHT_LOAD_READS", names)
     before = (codecache._reload_python_module, output_code.CompiledFxGraph.__call__)
     with caplog.at_level("DEBUG", logger="aotcache"):
         assert not wrapper_loading._install()
@@ -438,12 +440,12 @@ def test_a_torch_that_raises_instead_of_asserting_keeps_the_light_path():
     names = frozenset(asserting.__code__.co_names)
     found = {"_reload_python_module": lambda: None, "FxGraphCache.cache_hit_post_compile": lambda: None}
     pinned = dict(checked, **{"CompiledFxGraph.__call__": names})
-    original = torch_internals.LIGHT_LOAD_READS
-    torch_internals.LIGHT_LOAD_READS = pinned
+    original = inductor_glue.LIGHT_LOAD_READS
+    inductor_glue.LIGHT_LOAD_READS = pinned
     try:
-        assert torch_internals.differing_light_load_functions({**found, "CompiledFxGraph.__call__": raising}) == []
-        assert torch_internals.differing_light_load_functions({**found, "CompiledFxGraph.__call__": profiling}) == [
+        assert inductor_glue.differing_light_load_functions({**found, "CompiledFxGraph.__call__": raising}) == []
+        assert inductor_glue.differing_light_load_functions({**found, "CompiledFxGraph.__call__": profiling}) == [
             "CompiledFxGraph.__call__"
         ]
     finally:
-        torch_internals.LIGHT_LOAD_READS = original
+        inductor_glue.LIGHT_LOAD_READS = original

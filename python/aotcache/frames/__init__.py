@@ -14,9 +14,13 @@ full (identity guards carried as content guards) and holding for the call. Anyth
     dynamic_state.py  Dynamo's automatic-dynamic state, carried so a served frame recompiles as a traced one would
     ddp_split.py      frames split by Dynamo's DDP optimizer
     entry.py          the entry payload format (docs/formats/frame-entry-format.md)
-    tags.py           which graph entry a compiled callable came from
     verify.py         the verifier's comparison of a served candidate with Dynamo's own trace
-    hooks.py          the hooks into Dynamo, the load and record paths
+    hooks.py          the hooks into Dynamo and the compile of one frame they run
+    frame_key.py      which frames are cached, and a frame's key
+    serve.py          a frame's entry read, its candidates checked, the first that holds installed
+    record.py         a trace recorded as a candidate and persisted; the verifier's comparison
+    counting.py       the frame cache's counters and internal errors
+    guard_log.py      the guard log (a test hook)
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ DYNAMIC = "?"
 
 
 def _atom_out(value: Any) -> Any:
-    from torch._dynamo import pgo
+    from aotcache.torch_glue.dynamo import pgo
 
     if value is pgo.auto_dynamic:
         return DYNAMIC
@@ -37,7 +37,7 @@ def _atom_out(value: Any) -> Any:
 
 
 def _atom_in(value: Any) -> Any:
-    from torch._dynamo import pgo
+    from aotcache.torch_glue.dynamo import pgo
 
     if value == DYNAMIC:
         return pgo.auto_dynamic
@@ -77,7 +77,7 @@ def encode_entry(e: Any) -> dict[str, Any]:
 
 
 def decode_entry(doc: dict[str, Any]) -> Any:
-    from torch._dynamo import pgo
+    from aotcache.torch_glue.dynamo import pgo
 
     scalar = doc.get("excluded_scalar")
     if scalar is not None and type(scalar) is not int:
@@ -92,7 +92,7 @@ def decode_entry(doc: dict[str, Any]) -> Any:
 
 
 def _code_state(code: types.CodeType, closure: tuple | None) -> Any:
-    from torch._dynamo import pgo
+    from aotcache.torch_glue.dynamo import pgo
 
     return pgo.get_code_state()[pgo.CodeId.make(code, closure)]
 
@@ -113,7 +113,7 @@ def decode(doc: Any) -> dict[str, Any]:
 def merge(code: types.CodeType, closure: tuple | None, entries: dict[str, Any]) -> None:
     """Joins decoded `entries` into this process's state for the code, as a trace would have (Dynamo's join when
     automatic_dynamic_shapes is on, an overwrite when it is off)."""
-    import torch._dynamo.config as dynamo_config
+    from aotcache.torch_glue.dynamo import dynamo_config
 
     state = _code_state(code, closure)
     for name, e in entries.items():

@@ -75,7 +75,7 @@ def without_stacks(guard: Any, kept_stacks: dict[tuple, Any]) -> Any:
     user = guard.user_stack
     kept = None
     if user:
-        from torch._dynamo.guards import uninteresting_files
+        from aotcache.torch_glue.dynamo import uninteresting_files
 
         skipped = uninteresting_files()
         shown = next((f for f in reversed(user) if f.filename not in skipped), None)
@@ -162,7 +162,7 @@ def grouped_hook_guards(carried: list[Any]) -> list[Any]:
     a frame's guards (a model of 100 blocks of two modules: 1806 of 3033), each rebuilt on load through Dynamo's
     source walk and, in format 3, checked on every call by a Python lambda; the grouped guard builds its checks
     straight under the module's guard manager (`aotcache_empty_hooks`)."""
-    from torch._dynamo.source import AttrSource
+    from aotcache.torch_glue.dynamo import AttrSource
 
     members: dict[str, list[str]] = {}
     out: list[Any] = []
@@ -257,7 +257,7 @@ def first_call(builder: Any) -> FirstCall:
 def keep_builtins(check_fn_manager: Any, carried: list[Any], output_graph: Any) -> None:
     """Dynamo serializes only the builtins its BUILTIN_MATCH guards read; a content guard on a builtin (one Dynamo
     guarded by FUNCTION_MATCH, say) must find it in the serialized builtins dict too."""
-    from torch._dynamo.source import DictGetItemSource, GlobalSource
+    from aotcache.torch_glue.dynamo import DictGetItemSource, GlobalSource
 
     name = getattr(output_graph, "name_of_builtins_dict_key_in_fglobals", None)
     if not name:
@@ -283,11 +283,9 @@ def keep_builtins(check_fn_manager: Any, carried: list[Any], output_graph: Any) 
 def storage_partition_guard(builder: Any, output_graph: Any, f_globals: dict[str, Any]) -> Any:
     """The guard to add to a frame's serialized guards. Raises content.Unportable."""
     import torch
-    from torch._dynamo.eval_frame import innermost_fn
-    from torch._dynamo.source import GlobalStateSource
-    from torch._guards import Guard
 
-    from aotcache.frames import tags
+    from aotcache.pipeline import tags
+    from aotcache.torch_glue.dynamo import GlobalStateSource, Guard, innermost_fn
 
     names, values = [], []
     for name in sorted(getattr(output_graph, "installed_globals", ())):
@@ -388,7 +386,7 @@ def _source_scope() -> dict[str, Any]:
     import builtins
 
     try:
-        from torch._dynamo.guards import _get_closure_vars
+        from aotcache.torch_glue.dynamo import get_closure_vars as _get_closure_vars
 
         helpers = dict(_get_closure_vars())
     except Exception:  # a torch without it: names that use Dynamo's helpers fail to evaluate (the guard fails)
@@ -459,12 +457,9 @@ def restricted_signature(signature: list, indices: list[int]) -> list:
 # root guard checks it on every call.
 def mesh_guard(builder: Any, output_graph: Any, f_globals: dict[str, Any]) -> Any:
     """The guard to add to a frame's serialized guards when its graphs take DTensors or device meshes; else None."""
-    from torch._dynamo.eval_frame import innermost_fn
-    from torch._dynamo.source import GlobalStateSource
-    from torch._guards import Guard
-
     from aotcache import distributed_tensor
-    from aotcache.frames import tags
+    from aotcache.pipeline import tags
+    from aotcache.torch_glue.dynamo import GlobalStateSource, Guard, innermost_fn
 
     names: list[str] = []
     texts: list[str] = []

@@ -32,6 +32,8 @@ from typing import Any
 
 import torch
 
+from aotcache.torch_glue import dynamo as dynamo_glue
+
 # Folded functions whose answer depends only on their arguments (checked against torch's table by
 # tests/python/test_process_state.py, so a torch that adds a function is classified there).
 PURE = frozenset(
@@ -57,7 +59,7 @@ def query_name(fn: Any) -> str:
 @functools.cache
 def folded_tables() -> tuple[dict[Any, None], dict[Any, None]]:
     """(every function Dynamo constant-folds, those of them it guards), as torch lists them."""
-    from torch._dynamo.variables import torch as dynamo_torch
+    from aotcache.torch_glue.dynamo import torch_variables as dynamo_torch
 
     return dict(dynamo_torch.constant_fold_functions), dict(dynamo_torch.constant_fold_functions_need_guards)
 
@@ -135,12 +137,12 @@ def global_state_snapshot(output_graph: Any = None) -> str:
     graph has one, else this process's now)."""
     guard = getattr(output_graph, "global_state_guard", None) if output_graph is not None else None
     if guard is None:
-        guard = torch._C._dynamo.guards.GlobalStateGuard()
+        guard = dynamo_glue.GlobalStateGuard()
     return guard.__getstate__()
 
 
 def global_state_now() -> str:
-    return torch._C._dynamo.guards.GlobalStateGuard().__getstate__()
+    return dynamo_glue.GlobalStateGuard().__getstate__()
 
 
 def compile_state_digest() -> str:

@@ -443,7 +443,7 @@ _BUILTINS_DICT = re.compile(r"G\['__builtins_dict___\d+'\]")
 
 def view(f_globals: dict[str, Any]) -> dict[str, Any]:
     """The frame's globals with BUILTINS_VIEW bound, to check rolled-back reads on (a copy: nothing is installed)."""
-    from torch._dynamo.output_graph import get_builtins_dict
+    from aotcache.torch_glue.dynamo import get_builtins_dict
 
     return {**f_globals, BUILTINS_VIEW: get_builtins_dict(f_globals)}
 

@@ -1,5 +1,5 @@
 """The frame verifier's comparison: a served frame entry candidate against the candidate Dynamo's own trace of the same
-call makes (`AOTCACHE_FRAMES_VERIFY=1`, hooks._verify). Equal means the cache served exactly what this process
+call makes (`AOTCACHE_FRAMES_VERIFY=1`, record.verify_served). Equal means the cache served exactly what this process
 would have produced by compiling: the same transformed bytecode, the same globals (graphs by their entry keys,
 resume functions by code), the same inlined sources and read set, and the same guards (by source and kind, content
 guards by their description).
@@ -62,11 +62,11 @@ def _globals(specs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _guard_set(guards_b64: str) -> set[tuple]:
-    import torch
-    from torch._dynamo.package import load_guards_state
-    from torch._subclasses.fake_tensor import FakeTensorMode
 
-    with torch._guards.tracing(torch._guards.TracingContext(FakeTensorMode())):
+    from aotcache.torch_glue.dispatch import FakeTensorMode
+    from aotcache.torch_glue.dynamo import TracingContext, load_guards_state, tracing
+
+    with tracing(TracingContext(FakeTensorMode())):
         state = load_guards_state(entry.unb64(guards_b64))
     out = set()
     for g in state.output_graph._guards:

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from aotcache import _core, compiler, counters, guarded, kernels, tensorify
-from aotcache.pipeline import outcome
+from aotcache import _core, compiler, counters, guarded, tensorify
+from aotcache.pipeline import load, outcome
 from aotcache.pipeline.request import CompileRequest, Keyed
 from aotcache.storage.tiered import Read
 
@@ -86,15 +86,8 @@ def _find_by_float_record(req: CompileRequest, keyed: Keyed) -> Found | None:
 
 def _read(req: CompileRequest, key_hex: str) -> Read:
     """The local entry, else the remote one backfilled into the local store."""
-    tiers = req.tiers
     req.enter("lookup")
-    read = tiers.get(key_hex)
-    if read.entry is None and read.writable:
-        req.enter("remote")
-        fetched = tiers.fetch(key_hex)
-        if fetched is not None:
-            return Read(fetched)
-    return read
+    return req.tiers.get(key_hex, on_remote=lambda: req.enter("remote"))
 
 
 def _load(
@@ -108,10 +101,7 @@ def _load(
     """The callable of a verified entry, its kernel binaries installed first when they fit this machine, bound to
     the live graph module; a guarded candidate's guards are installed into Dynamo's ShapeEnv."""
     t_lookup = time.perf_counter()
-    req.enter("kernel_installation")
-    with kernels.installed(entry.kernels, req.settings.kernels) as delta:
-        req.enter("load")
-        fn = compiler.load_serialized(entry.payload, entry.metadata, req.settings.light_load)
+    fn, delta = load.callable_of(entry, req.settings, req.enter)
     if delta:
         counters.record(delta, req.local)
     req.entry_key = entry.key
@@ -128,7 +118,7 @@ def _load(
 
 def read_index(req: CompileRequest, key_hex: str) -> list[dict[str, Any]]:
     """The candidates of the local index of `key_hex` ([] when none or unreadable)."""
-    return decode_index(req, key_hex, req.tiers.get(key_hex).entry)
+    return decode_index(req, key_hex, req.tiers.get_local(key_hex).entry)
 
 
 def decode_index(req: CompileRequest, key_hex: str, entry: _core.LoadedEntry | None) -> list[dict[str, Any]]:
@@ -151,14 +141,14 @@ def merged(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dic
 def _find_guarded(req: CompileRequest, keyed: Keyed) -> Found:
     key_hex = keyed.key.hex
     req.enter("lookup")
-    index = req.tiers.get(key_hex)
+    index = req.tiers.get_local(key_hex)
     candidates = decode_index(req, key_hex, index.entry)
     found = _choose_and_load(req, keyed, candidates)
     found.writable = index.writable
     if found.fn is not None:
         return found
     req.enter("remote")
-    remote_index = req.tiers.fetch(key_hex)  # verified, and now in the local store
+    remote_index = req.tiers.get_remote(key_hex)  # verified, and now in the local store
     if remote_index is None:
         return found
     req.enter("lookup")

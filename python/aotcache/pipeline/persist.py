@@ -167,7 +167,7 @@ def _persist_guarded(req: CompileRequest, keyed: Keyed, compiled: Compiled, foun
         # and remote candidates, plus ours. Writers on two machines at once may drop one candidate from the remote
         # index (a later guard miss re-adds it); never a wrong hit.
         known = read_index(req, key.hex)
-        remote_index = tiers.fetch(key.hex)
+        remote_index = tiers.get_remote(key.hex)
         if remote_index is not None:
             known = merged(known, decode_index(req, key.hex, remote_index))
         candidates = [c for c in merged(found.candidates, known) if c["key"] != candidate_key.hex]

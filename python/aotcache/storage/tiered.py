@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from aotcache import _core, counters, remote
+from aotcache import _core, counters
 from aotcache.settings import RemoteSettings
+from aotcache.storage import remote
 
 log = logging.getLogger("aotcache")
 
@@ -35,17 +37,24 @@ class TieredStore:
         self.local = local
         self.remote_settings = remote_settings
 
-    def get(self, key_hex: str) -> Read:
-        """The local entry of `key_hex` (the pipeline asks the remote tier itself, with `fetch`, to know the phase)."""
-        return self._get_local(key_hex)
+    def get(self, key_hex: str, on_remote: Callable[[], None] | None = None) -> Read:
+        """The entry of `key_hex` from the first tier that has it: the local store, else the remote tier (the entry
+        verified and written into the local store on the way). The remote tier is asked only when the local store
+        has no entry and a new one may be stored under the key; `on_remote()` is called first (the pipeline's phase).
+        """
+        read = self.get_local(key_hex)
+        if read.entry is None and read.writable:
+            if on_remote is not None:
+                on_remote()
+            fetched = self.get_remote(key_hex)
+            if fetched is not None:
+                return Read(fetched)
+        return read
 
-    def fetch(self, key_hex: str) -> _core.LoadedEntry | None:
-        """The remote entry of `key_hex`, verified and written into the local store on the way (decoded once), or
-        None."""
+    def get_remote(self, key_hex: str) -> _core.LoadedEntry | None:
+        """The remote entry of `key_hex` alone, verified and written into the local store on the way (decoded once),
+        or None (a guard index is merged with the local one: both are read)."""
         return remote.fetch(self.local, key_hex, self.remote_settings)
-
-    def contains(self, key_hex: str) -> bool:
-        return self.local.contains(key_hex)
 
     def put(
         self, key: _core.CacheKey, payload: bytes, metadata: dict[str, Any], graph: bytes = b"", kernels: bytes = b""
@@ -60,7 +69,8 @@ class TieredStore:
         """Sends the local entry of `key_hex` to the remote tier (when one is set and writable). Never raises."""
         remote.publish(self.local, key_hex, self.remote_settings)
 
-    def _get_local(self, key_hex: str) -> Read:
+    def get_local(self, key_hex: str) -> Read:
+        """The local entry of `key_hex` alone; faults are classified and counted here, never raised."""
         store = self.local
         try:
             return Read(store.get(key_hex))

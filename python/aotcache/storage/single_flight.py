@@ -30,8 +30,9 @@ import time
 import uuid
 from collections.abc import Iterator
 
-from aotcache import _core, counters, remote
+from aotcache import _core, counters
 from aotcache.settings import Settings
+from aotcache.storage import remote
 
 log = logging.getLogger("aotcache")
 
