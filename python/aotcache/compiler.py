@@ -22,6 +22,7 @@ from aotcache.torch_glue import dynamo as dynamo_glue
 from aotcache.torch_glue import inductor as inductor_glue
 from aotcache.torch_glue.aot_autograd import functorch_config
 from aotcache.torch_glue.inductor import inductor_config
+from aotcache.torch_glue.patching import Patches
 
 
 @contextlib.contextmanager
@@ -36,16 +37,20 @@ def _sandboxed_torch_caches() -> Iterator[None]:
         )
     FxGraphCache, AOTAutogradCache = found["FxGraphCache"], found["AOTAutogradCache"]
     tmp = tempfile.mkdtemp(prefix="aotcache-torch-")
+    sandbox = (
+        Patches("torch's caches sandboxed")
+        .replace(FxGraphCache, "_get_tmp_dir", staticmethod(lambda: os.path.join(tmp, "fxgraph")))
+        .replace(AOTAutogradCache, "_get_tmp_dir", classmethod(lambda cls: os.path.join(tmp, "aotautograd")))
+    )
     try:
         with (
             _env_forced_switches_lifted(),
-            mock.patch.object(FxGraphCache, "_get_tmp_dir", staticmethod(lambda: os.path.join(tmp, "fxgraph"))),
-            mock.patch.object(
-                AOTAutogradCache, "_get_tmp_dir", classmethod(lambda cls: os.path.join(tmp, "aotautograd"))
-            ),
+            sandbox.applied() as sandboxed,
             inductor_config.patch(fx_graph_cache=True, fx_graph_remote_cache=False),
             functorch_config.patch(enable_autograd_cache=True, enable_remote_autograd_cache=False),
         ):
+            if not sandboxed:  # neither replaced (one WARNING): compiled as backend="inductor" would
+                raise Bypass("torch_internals", "torch's caches cannot be sandboxed: their directories are not ours")
             yield
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -87,7 +92,11 @@ def _torch_serialization_allowed(gm: torch.fx.GraphModule) -> Iterator[None]:
             )
         )
         if pin is not None:
-            stack.enter_context(mock.patch.object(pin["module"], "_get_context_fn_cache_hash", pinned_by_aotcache))
+            stack.enter_context(
+                Patches("checkpoint policies pinned by aotcache's key")
+                .replace(pin["module"], "_get_context_fn_cache_hash", pinned_by_aotcache)
+                .applied()
+            )
         yield
 
 
@@ -105,8 +114,8 @@ _CACHE_SWITCHES = (
 @contextlib.contextmanager
 def _env_forced_switches_lifted(switches: Sequence[tuple[Any, str]] = _CACHE_SWITCHES) -> Iterator[None]:
     try:
-        from torch.utils._config_module import _UNSET_SENTINEL
-    except ImportError:  # the sandbox's check (torch_glue) turns the graph cache off; the plain compile goes on
+        from aotcache.torch_glue.aot_autograd import UNSET_SENTINEL as _UNSET_SENTINEL
+    except (ImportError, AttributeError):  # the sandbox's check (torch_glue) turns the graph cache off
         yield
         return
     with contextlib.ExitStack() as stack:

@@ -104,7 +104,7 @@ def backed_values(shape_env: Any) -> dict:
 
 
 def is_float_symbol(sym: Any) -> bool:
-    from torch.utils._sympy.symbol import SymT, symbol_is_type
+    from aotcache.torch_glue.dynamo import SymT, symbol_is_type
 
     return isinstance(sym, sympy.Symbol) and symbol_is_type(sym, SymT.FLOAT)
 

@@ -16,6 +16,7 @@ from aotcache.torch_glue.lazy import lender
 _LENT = {
     "functorch_config": "torch._functorch.config",
     "autograd_cache": "torch._functorch._aot_autograd.autograd_cache",
+    "UNSET_SENTINEL": "torch.utils._config_module:_UNSET_SENTINEL",
 }
 __getattr__ = lender(globals(), _LENT)
 

@@ -36,6 +36,9 @@ _LENT = {
     # dynamic sizes: the profile and the switches (frames/dynamic_state.py)
     "pgo": "torch._dynamo.pgo",
     "dynamo_config": "torch._dynamo.config",
+    # the kinds of size symbols (symbolic.py)
+    "SymT": "torch.utils._sympy.symbol:SymT",
+    "symbol_is_type": "torch.utils._sympy.symbol:symbol_is_type",
     # symbolic floats (tensorify.py)
     "TensorifyState": "torch._dynamo.symbolic_convert:TensorifyState",
     "TensorifyScalarRestartAnalysis": "torch._dynamo.exc:TensorifyScalarRestartAnalysis",
