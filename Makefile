@@ -30,8 +30,10 @@ help:
 setup:
 	@scripts/setup.sh
 
-# The editable install rebuilds the extension and the CLI when C++ or build files change.
-$(VENV)/.aotcache-installed: $(CPP_SOURCES) python/bindings/core_module.cc | setup
+# The editable install rebuilds the extension and the CLI when C++ or build files change, and maps the package's
+# files again when one is added, moved or removed (a folder's time changes then; an edit in place needs nothing).
+PY_DIRS := $(shell find python/aotcache -type d -not -name __pycache__)
+$(VENV)/.aotcache-installed: $(CPP_SOURCES) python/bindings/core_module.cc pyproject.toml $(PY_DIRS) | setup
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
 	@touch $@
 

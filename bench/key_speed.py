@@ -41,7 +41,8 @@ from unittest import mock
 
 import torch
 
-from aotcache import _core, capture, global_state, settings
+from aotcache import _core, global_state, settings
+from aotcache.capture import graph as capture
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import graphs  # noqa: E402  (bench/graphs.py, next to this file)

@@ -24,7 +24,8 @@ import torch.fx
 import torch.nn.functional as F
 from torch import nn
 
-from aotcache import _core, capture
+from aotcache import _core
+from aotcache.capture import graph as capture
 
 torch.manual_seed(0)
 

@@ -44,7 +44,7 @@ def __getattr__(name: str):
 
         return getattr(default_backend, name)
     if name in ("register_op_version", "unregister_op_version"):
-        from aotcache import op_pins
+        from aotcache.capture import op_pins
 
         return getattr(op_pins, name)
     raise AttributeError(name)

@@ -118,7 +118,7 @@ def rebound_torch_functions() -> dict[str, str]:
     (softmax's decomposition calls torch.exp), so such a process compiles other code. Empty in a process that rebinds
     none. A replacement that cannot be digested is named by its type (keyed apart from torch's; a miss, never a
     false hit)."""
-    from aotcache import code_digest
+    from aotcache.capture import code_digest
 
     namespace = vars(torch)
     out = {}
@@ -214,7 +214,7 @@ def _entry_digest(fn: Any) -> str:
     cached = _entry_digests.get(id(fn))
     if cached is not None and cached[0] is fn:
         return cached[1]
-    from aotcache import code_digest
+    from aotcache.capture import code_digest
 
     inner, args = fn, []
     while isinstance(inner, functools.partial):

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from aotcache import _core
-from aotcache.symbolic import SymbolTable
+from aotcache.capture.symbolic import SymbolTable
 
 INDEX_KIND = "guard_index"
 INDEX_VERSION = 1

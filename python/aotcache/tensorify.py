@@ -34,7 +34,7 @@ from typing import Any
 import sympy
 
 from aotcache import _core
-from aotcache.symbolic import SymbolTable, backed_values, is_float_symbol
+from aotcache.capture.symbolic import SymbolTable, backed_values, is_float_symbol
 from aotcache.torch_glue import dynamo as dynamo_glue
 
 RECORD_KIND = "float_record"

@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 import aotcache
-from aotcache import _core, capture, compiler, counters, global_state, guarded, kernels, settings
+from aotcache import _core, compiler, counters, global_state, guarded, kernels, settings
+from aotcache.capture import graph as capture
 from aotcache.storage import single_flight
 from aotcache.storage.tiered import TieredStore
 from stats_delta import delta

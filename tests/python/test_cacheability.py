@@ -21,7 +21,8 @@ import pytest
 import torch
 from cacheability_cases import BY_NAME, CASES
 
-from aotcache import _core, capture
+from aotcache import _core
+from aotcache.capture import graph as capture
 
 HERE = Path(__file__).parent
 # The first test pays for the three passes of the module fixture (every case compiled in three processes).
@@ -171,7 +172,7 @@ def test_register_op_version_rejects_malformed_names():
 
 
 def test_code_digest_follows_closures_and_globals_and_refuses_opaque_state():
-    from aotcache.code_digest import Unhashable, function_digest
+    from aotcache.capture.code_digest import Unhashable, function_digest
 
     def make(ops):
         def policy(ctx, op, *args, **kwargs):

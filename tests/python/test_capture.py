@@ -9,7 +9,7 @@ import torch
 import torch.fx
 
 from aotcache import _core
-from aotcache.capture import capture_graph, capture_inputs
+from aotcache.capture.graph import capture_graph, capture_inputs
 from aotcache.errors import Bypass
 
 pytestmark = pytest.mark.frames_off_too  # runs again with the frame cache off (make test)
@@ -329,7 +329,7 @@ def test_dynamo_hands_the_backend_the_real_aliased_inputs():
 
 
 def test_symbolic_inputs_sharing_a_storage_bypass():
-    from aotcache import symbolic
+    from aotcache.capture import symbolic
 
     seen = []
 

@@ -8,7 +8,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from aotcache import _core, capture, distributed_tensor
+from aotcache import _core
+from aotcache.capture import distributed_tensor
+from aotcache.capture import graph as capture
 from aotcache.errors import Bypass
 
 pytestmark = pytest.mark.frames_off_too  # runs again with the frame cache off (make test)

@@ -10,8 +10,8 @@ import torch.fx
 from torch.utils._sympy.numbers import int_oo
 
 from aotcache import _core
-from aotcache.capture import capture_graph, capture_inputs
-from aotcache.symbolic import finite_bound
+from aotcache.capture.graph import capture_graph, capture_inputs
+from aotcache.capture.symbolic import finite_bound
 
 
 def _optimizer_step_graph(param: torch.Tensor, momentum: torch.Tensor, order=("p", "q", "buf")) -> torch.fx.GraphModule:
@@ -79,7 +79,7 @@ def test_range_bounds_treat_torchs_integer_infinity_as_unbounded():
 def test_lifted_state_sharing_a_storage_with_an_input_bypasses():
     import pytest
 
-    from aotcache.capture import check_state_aliasing
+    from aotcache.capture.graph import check_state_aliasing
     from aotcache.errors import Bypass
 
     gm = _optimizer_step_graph(torch.ones(3), torch.zeros(3))

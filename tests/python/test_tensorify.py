@@ -19,7 +19,8 @@ from torch._dynamo.source import LocalSource
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
 import aotcache
-from aotcache import symbolic, tensorify
+from aotcache import tensorify
+from aotcache.capture import symbolic
 from aotcache.errors import Bypass
 from conftest import frames_on
 

@@ -317,7 +317,7 @@ def partition_signature(values: list[Any]) -> list | None:
 
     groups: dict[tuple, list[int]] = {}
     if any(type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter for t in values):
-        from aotcache.distributed_tensor import local_tensor  # only where a value may be a DTensor
+        from aotcache.capture.distributed_tensor import local_tensor
 
         values = [local_tensor(t) for t in values]
     for i, t in enumerate(values):
@@ -452,12 +452,12 @@ def restricted_signature(signature: list, indices: list[int]) -> list:
 # ---- device meshes of DTensor graphs ---------------------------------------------------------------------------------
 # Dynamo guards a DeviceMesh by its layout (OPAQUE_OBJ_GUARD_FN_MATCH) and a DTensor by its spec, not by the process
 # groups the mesh's dimensions run on, nor by this rank's coordinate; the compiled code names those groups and, for
-# some graphs, depends on the coordinate (distributed_tensor.py), and their graph keys hold both. A frame entry
+# some graphs, depends on the coordinate (capture/distributed_tensor.py), and their graph keys hold both. A frame entry
 # installs its graphs by key without keying them again, so it carries each mesh as its graphs' keys saw it, and a
 # root guard checks it on every call.
 def mesh_guard(builder: Any, output_graph: Any, f_globals: dict[str, Any]) -> Any:
     """The guard to add to a frame's serialized guards when its graphs take DTensors or device meshes; else None."""
-    from aotcache import distributed_tensor
+    from aotcache.capture import distributed_tensor
     from aotcache.pipeline import tags
     from aotcache.torch_glue.dynamo import GlobalStateSource, Guard, innermost_fn
 
@@ -481,7 +481,7 @@ def mesh_guard(builder: Any, output_graph: Any, f_globals: dict[str, Any]) -> An
 
 def aotcache_meshes(names: tuple[str, ...], texts: tuple[str, ...], builder: Any, guard: Any) -> None:
     """The guard builder's method of the mesh guard: a root guard over the frame's locals."""
-    from aotcache import distributed_tensor
+    from aotcache.capture import distributed_tensor
 
     code = _compile_sources(names)
     scope_globals = builder.runtime_global_scope

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from aotcache import code_digest
+from aotcache.capture import code_digest
 from aotcache.frames import content
 
 # Guard kinds whose check compares the value at the source with the value it had when the guard was built.

@@ -17,9 +17,7 @@ import types
 import warnings
 from typing import Any
 
-from aotcache import (
-    code_digest,
-)
+from aotcache.capture import code_digest
 from aotcache.frames import (
     code_codec,
     content,

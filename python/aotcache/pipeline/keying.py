@@ -6,7 +6,9 @@ error of the phase recorded in the request.
 
 from __future__ import annotations
 
-from aotcache import _core, capture, counters, distributed_tensor, global_state, isa_probe, symbolic, tensorify
+from aotcache import _core, counters, global_state, isa_probe, tensorify
+from aotcache.capture import distributed_tensor, symbolic
+from aotcache.capture import graph as capture
 from aotcache.errors import Bypass
 from aotcache.pipeline.request import CompileRequest, Keyed, Symbolic
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from aotcache import _core, counters, symbolic, tensorify, wrapper_loading
+from aotcache import _core, counters, tensorify, wrapper_loading
+from aotcache.capture import symbolic
 from aotcache.errors import Bypass
 from aotcache.pipeline import outcome
 from aotcache.pipeline.compiling import Compiled

@@ -42,7 +42,7 @@ class CompileRequest:
     frame entry references (frames/)."""
     index_key: str | None = None
     mesh_coordinate: bool = False
-    """For a DTensor graph: whether its key holds this rank's coordinate in its meshes (distributed_tensor.py)."""
+    """For a DTensor graph: whether its key holds the rank's mesh coordinate (capture/distributed_tensor.py)."""
     """For a symbolic graph: the key of its guard index, which a frame serving `entry_key` keeps fresh for eviction."""
 
     @property

@@ -8,7 +8,7 @@ from __future__ import annotations
 from aotcache.torch_glue.lazy import lender
 
 _LENT = {
-    # what a graph node calls (capture.py, code_digest.py, compiler.py, op_pins.py)
+    # what a graph node calls (capture/graph.py, capture/code_digest.py, compiler.py, capture/op_pins.py)
     "OpOverload": "torch._ops:OpOverload",
     "OpOverloadPacket": "torch._ops:OpOverloadPacket",
     "HigherOrderOperator": "torch._ops:HigherOrderOperator",

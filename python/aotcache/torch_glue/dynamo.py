@@ -36,7 +36,7 @@ _LENT = {
     # dynamic sizes: the profile and the switches (frames/dynamic_state.py)
     "pgo": "torch._dynamo.pgo",
     "dynamo_config": "torch._dynamo.config",
-    # the kinds of size symbols (symbolic.py)
+    # the kinds of size symbols (capture/symbolic.py)
     "SymT": "torch.utils._sympy.symbol:SymT",
     "symbol_is_type": "torch.utils._sympy.symbol:symbol_is_type",
     # symbolic floats (tensorify.py)

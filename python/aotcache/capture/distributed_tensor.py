@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from aotcache.code_digest import Unhashable, function_digest
+from aotcache.capture.code_digest import Unhashable, function_digest
 from aotcache.errors import Bypass
 
 # Name fragments of ops whose result on a sharded DTensor depends on the rank's offset in the global tensor.

@@ -13,7 +13,7 @@ import hashlib
 import threading
 from typing import Any
 
-from aotcache.code_digest import Unhashable, function_digest
+from aotcache.capture.code_digest import Unhashable, function_digest
 from aotcache.torch_glue import dispatch
 
 # Namespaces whose kernels ship inside libtorch: pinned by the torch version like aten.

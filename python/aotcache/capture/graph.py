@@ -17,10 +17,11 @@ import torch
 import torch.fx
 from torch.fx.immutable_collections import immutable_dict, immutable_list
 
-from aotcache import _core, distributed_tensor, op_pins
-from aotcache.code_digest import Unhashable, function_digest
+from aotcache import _core
+from aotcache.capture import distributed_tensor, op_pins
+from aotcache.capture.code_digest import Unhashable, function_digest
+from aotcache.capture.symbolic import SymbolTable
 from aotcache.errors import Bypass
-from aotcache.symbolic import SymbolTable
 from aotcache.torch_glue import dispatch
 
 # Node meta that can change what AOTAutograd and Inductor produce: keyed.
