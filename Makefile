@@ -54,20 +54,22 @@ test-cpp: build-cpp
 # processes would take another path with frames off: Dynamo traces, the graphs hit) runs a second time with
 # AOTCACHE_FRAMES=0, so the graph pipeline alone is proven on it too. The others run once: the adversarial suite, the
 # variant bank and the zoo judge a frames-off warm process beside the frames-on one from their single cold pass
-# (tests/python/pass_runner.py, variant_bank.Bank); the frame cache's own suites; those that never compile through
+# (tests/python/support/pass_runner.py, variant_bank.Bank); the frame cache's own suites; those that never compile through
 # aotcache; those whose processes only write, read or share entries, where the frames-on pass is the superset (a
 # served frame loads its graphs through the same path as a graph hit); those whose judgement is the cold process's.
-FRAMES_OFF_SUITES ?= $(shell grep -l '^pytestmark.*frames_off_too' tests/python/test_*.py)
+FRAMES_OFF_SUITES ?= $(shell grep -l '^pytestmark.*frames_off_too' tests/python/*/test_*.py)
 # pytest-xdist (--dist loadfile) gives each of its two workers one file at a time, the next in the list when a worker
 # is nearly done with its file. By default it sorts the files by their number of tests, which puts suites of few
 # long tests (tensorify's Hugging Face run, the DDP jobs, the zoo) at the end, on one worker while the other idles:
 # --no-loadscope-reorder keeps this list, the longest suites first (longest-first list scheduling).
 # The order: CI's seconds per file (conftest prints them at the end of a run), longest first.
-LONGEST := $(addprefix tests/python/,test_variant_bank.py test_frame_pairs.py test_adversarial.py test_tensorify.py \
-             test_ddp.py test_enable.py test_end_to_end.py test_frames.py test_dynamic_shapes.py test_zoo.py \
-             test_single_flight.py test_torch_internals.py test_remote.py test_clients.py test_first_day.py \
-             test_isa_probe.py test_cacheability.py test_store_faults.py test_kernels.py)
-PYTHON_SUITES := $(LONGEST) $(filter-out $(LONGEST),$(sort $(wildcard tests/python/test_*.py)))
+ALL_SUITES := $(sort $(wildcard tests/python/*/test_*.py))
+LONGEST_NAMES := test_variant_bank.py test_frame_pairs.py test_adversarial.py test_tensorify.py test_ddp.py \
+                 test_enable.py test_end_to_end.py test_frames.py test_dynamic_shapes.py test_zoo.py \
+                 test_single_flight.py test_torch_internals.py test_remote.py test_clients.py test_first_day.py \
+                 test_isa_probe.py test_cacheability.py test_store_faults.py test_kernels.py
+LONGEST := $(foreach name,$(LONGEST_NAMES),$(filter %/$(name),$(ALL_SUITES)))
+PYTHON_SUITES := $(LONGEST) $(filter-out $(LONGEST),$(ALL_SUITES))
 # One Inductor kernel directory for the tests of both workers and both passes (conftest's inductor_dir), fresh per
 # run: a kernel is built once per run, as on one machine; the suites that need an empty one make their own.
 TEST_INDUCTOR := $(CURDIR)/build/test-inductor
@@ -93,15 +95,15 @@ TORCH ?= 2.14.1
 test-torch: setup
 	scripts/test_torch.sh $(TORCH)
 
-# Generated program pairs against the frame cache (tests/python/frame_pairs.py; CI runs 90 of one seed).
+# Generated program pairs against the frame cache (tests/python/support/frame_pairs.py; CI runs 90 of one seed).
 SEED ?= 1
 N    ?= 500
 fuzz-frames: install
-	$(PY) tests/python/frame_pairs_runner.py --seed $(SEED) --n $(N)
+	$(PY) tests/python/support/frame_pairs_runner.py --seed $(SEED) --n $(N)
 
 # The whole zoo (make test runs the CI subset, zoo_models.CI_ITEMS); -s: the table.
 zoo: install
-	AOTCACHE_ZOO=all nice $(PY) -m pytest -q -s tests/python/test_zoo.py
+	AOTCACHE_ZOO=all nice $(PY) -m pytest -q -s tests/python/integration/test_zoo.py
 
 lint: setup
 	clang-format --dry-run --Werror $$(find include src fuzz python/bindings bench/cpp -name '*.h' -o -name '*.cc')

@@ -1,5 +1,5 @@
 """Warm start of real clients against torch's own warm caches: PyTorch Lightning's Trainer with a compiled
-LightningModule, and PEFT LoRA on a small Llama (tests/python/clients_worker.py), measured as the zoo measures: each
+LightningModule, and PEFT LoRA on a small Llama (tests/python/support/clients_worker.py), measured as the zoo measures: each
 client's time from the start of its run (imports done) to its results, in fresh processes.
 
     .venv/bin/python bench/clients.py [--reps 3] [--out-dir bench/results]
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKER = ROOT / "tests" / "python" / "clients_worker.py"
+WORKER = ROOT / "tests" / "python" / "support" / "clients_worker.py"
 
 
 def run(backend: str, tmp: Path, label: str) -> dict:

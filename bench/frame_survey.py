@@ -1,5 +1,5 @@
-"""Which frames a warm process is not served, and why: the zoo (every model and workload of tests/python/zoo_models.py)
-and the real clients (tests/python/clients_worker.py: Lightning's Trainer, PEFT LoRA) with the frame cache on.
+"""Which frames a warm process is not served, and why: the zoo (every model and workload of tests/python/support/zoo_models.py)
+and the real clients (tests/python/support/clients_worker.py: Lightning's Trainer, PEFT LoRA) with the frame cache on.
 
     .venv/bin/python bench/frame_survey.py [--items all|ci|ITEM,...] [--out-dir bench/results]
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ROOT / "tests" / "python"
+TESTS = ROOT / "tests" / "python" / "support"  # the workers and case tables the tests run
 sys.path.insert(0, str(TESTS))
 
 

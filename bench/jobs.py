@@ -32,7 +32,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-TESTS = ROOT / "tests" / "python"
+TESTS = ROOT / "tests" / "python" / "support"  # the workers and case tables the tests run
 sys.path.insert(0, str(BENCH))
 
 MODES = ("torch_cold", "torch_warm", "aotcache_cold", "aotcache_warm", "frames_warm")
@@ -40,11 +40,11 @@ WARM = ("torch_warm", "aotcache_warm", "frames_warm")
 PHASES = {"torch": ("torch_cold", "torch_warm"), "aotcache": ("aotcache_cold", "aotcache_warm", "frames_warm")}
 JOBS = {
     "ddp2": "DistributedDataParallel, 2 torchrun ranks (gloo), optimize_ddp on: a 4-layer residual MLP + LayerNorm "
-    "split into 4+ pieces, SGD, 3 steps (tests/python/ddp_worker.py)",
+    "split into 4+ pieces, SGD, 3 steps (tests/python/support/ddp_worker.py)",
     "trainer": "Hugging Face Trainer, torch_compile=True, a 2-layer GPT-2 (random weights), 3 steps "
-    "(tests/python/enable_worker.py trainer)",
+    "(tests/python/support/enable_worker.py trainer)",
     "nanogpt": "nanoGPT-style script: compiled GPT (2 layers), compiled AdamW step, cosine LR as a Python float, "
-    "6 steps then generate (tests/python/nanogpt_train.py)",
+    "6 steps then generate (tests/python/support/nanogpt_train.py)",
 }
 
 

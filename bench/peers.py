@@ -4,7 +4,7 @@
     .venv/bin/python bench/peers.py --items gpt2:train,frames56:infer --reps 2
     .venv/bin/python bench/peers.py --replot bench/results/peers.json   # redraw peers.md and peers.png
 
-Per item and repetition, fresh processes (tests/python/zoo_worker.py), in this order:
+Per item and repetition, fresh processes (tests/python/support/zoo_worker.py), in this order:
   eager            no torch.compile at all: the floor (Dynamo and Inductor never imported)
   torch_cold/warm  backend "inductor" with torch's FX graph + AOTAutograd caches; warm on the directory cold left
   mega_cold/warm   the same, plus torch's mega-cache: the cold process saves `torch.compiler.save_cache_artifacts()`;
@@ -45,10 +45,10 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-TESTS = ROOT / "tests" / "python"
+TESTS = ROOT / "tests" / "python" / "support"  # the workers and case tables the tests run
 sys.path.insert(0, str(TESTS))
 sys.path.insert(0, str(BENCH))
-import zoo_models  # noqa: E402  (tests/python/zoo_models.py)
+import zoo_models  # noqa: E402  (tests/python/support/zoo_models.py)
 
 # system -> its modes in process order; mode -> zoo_worker backend
 SYSTEMS = {

@@ -1,5 +1,5 @@
-"""The model zoo benchmark: Hugging Face models (tests/python/zoo_models.py) under torch's built-in caches and under
-aotcache, cold and warm, each measurement in a fresh process (tests/python/zoo_worker.py).
+"""The model zoo benchmark: Hugging Face models (tests/python/support/zoo_models.py) under torch's built-in caches and under
+aotcache, cold and warm, each measurement in a fresh process (tests/python/support/zoo_worker.py).
 
     .venv/bin/python bench/zoo.py                               # every model, 2 repetitions (make bench-zoo)
     .venv/bin/python bench/zoo.py --models gpt2,llama --reps 1  # a subset
@@ -40,10 +40,10 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-TESTS = ROOT / "tests" / "python"
+TESTS = ROOT / "tests" / "python" / "support"  # the workers and case tables the tests run
 sys.path.insert(0, str(TESTS))
 sys.path.insert(0, str(BENCH))
-import zoo_models  # noqa: E402  (tests/python/zoo_models.py)
+import zoo_models  # noqa: E402  (tests/python/support/zoo_models.py)
 
 MODES = ("torch_cold", "torch_warm", "aotcache_cold", "aotcache_warm", "frames_warm")
 MODE_DOCS = {

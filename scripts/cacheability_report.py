@@ -1,4 +1,4 @@
-"""Runs the cacheability cases (tests/python/cacheability_cases.py) in three fresh processes and prints a markdown
+"""Runs the cacheability cases (tests/python/support/cacheability_cases.py) in three fresh processes and prints a markdown
 table: aotcache's verdict in each process beside torch 2.13's own AOTAutograd cacheability verdict.
 
 usage: .venv/bin/python scripts/cacheability_report.py [--keep DIR]
@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ROOT / "tests" / "python"
+TESTS = ROOT / "tests" / "python" / "support"  # the workers and case tables the tests run
 sys.path.insert(0, str(TESTS))
 
 from cacheability_cases import CASES  # noqa: E402

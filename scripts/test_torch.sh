@@ -24,8 +24,10 @@ echo "test-torch: building aotcache into $venv"
 "$venv/bin/python" -c "import torch, aotcache; print('test-torch: torch', torch.__version__, 'aotcache', aotcache.__file__)"
 # aotcache is imported from the venv (the checkout keeps it under python/, not on the path). TESTS overrides the files.
 # The longest files first: pytest-xdist keeps the order (--no-loadscope-reorder), so neither worker ends on a long one.
-default_tests="tests/python/test_adversarial.py tests/python/test_zoo.py tests/python/test_end_to_end.py
-  tests/python/test_frames.py tests/python/test_torch_internals.py tests/python/test_wrapper_loading.py
-  tests/python/test_distributed_tensor.py"
+default_tests="tests/python/soundness/test_adversarial.py tests/python/integration/test_zoo.py
+  tests/python/integration/test_end_to_end.py tests/python/frames/test_frames.py
+  tests/python/torch_glue/test_torch_internals.py tests/python/torch_glue/test_wrapper_loading.py
+  tests/python/capture/test_distributed_tensor.py tests/python/torch_glue/test_torch_boundary.py
+  tests/python/torch_glue/test_patching.py"
 # shellcheck disable=SC2086  # a list of paths
 exec "$venv/bin/python" -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=10 ${TESTS:-$default_tests}

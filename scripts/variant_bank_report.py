@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/variant_bank_report.py [--out build/variant_bank.md] [--workers 2] [--cases a,b]
 
-Each case is a pair of fresh processes on one fresh cache (tests/python/variant_bank.py). aotcache's side is what
-tests/python/test_variant_bank.py asserts; torch's side (backend="inductor", its local AOTAutograd + FX graph caches,
+Each case is a pair of fresh processes on one fresh cache (tests/python/support/variant_bank.py). aotcache's side is what
+tests/python/soundness/test_variant_bank.py asserts; torch's side (backend="inductor", its local AOTAutograd + FX graph caches,
 a fresh TORCHINDUCTOR_CACHE_DIR per pair) is only recorded. The table goes to stdout and to --out; the exit status
 is 1 when any aotcache pair did not do what its case expects.
 """
@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "python"))
+sys.path.insert(0, str(REPO / "tests" / "python"))  # conftest
+sys.path.insert(0, str(REPO / "tests" / "python" / "support"))  # variant_bank
 
 import variant_bank as vb  # noqa: E402
 

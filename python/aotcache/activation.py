@@ -1,7 +1,7 @@
 """The one activation of aotcache in a process, at the first compile that asks for it: Dynamo looks the backend up
 (`torch.compile(backend="aotcache")` through the package's entry point, `aotcache.aotcache_backend`, or the default
 backend routed by `aotcache.enable()`) before it converts the first frame, and that lookup calls `activate()`. No
-module of aotcache changes torch or the process when it is imported (tests/python/test_layers.py).
+module of aotcache changes torch or the process when it is imported (tests/python/project/test_layers.py).
 
 Activation installs the frame cache's hooks into Dynamo when the settings ask for frames (the default), and from
 then on installs them when a later `configure(frames=True)` does.

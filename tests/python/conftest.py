@@ -14,9 +14,15 @@ from typing import Any
 
 import pytest
 import torch
-from redis_server import redis, redis_factory  # noqa: F401  (fixtures shared by the remote tests)
 
-HERE = Path(__file__).parent
+TESTS = Path(__file__).resolve().parent  # tests/python: the tests, grouped by area in its folders
+SUPPORT = TESTS / "support"  # the workers, case tables and helpers the tests run and import
+REPO = TESTS.parents[1]
+HERE = SUPPORT  # where a fresh process's program lives (workloads.py and the suites' workers)
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
+
+from redis_server import redis, redis_factory  # noqa: E402, F401  (fixtures shared by the remote tests)
 
 
 @dataclasses.dataclass

@@ -20,7 +20,7 @@
 The internals are looked up, and checked for the shape the hooks need, before any is replaced (`torch_glue`,
 feature `frame_cache`): on a torch that fails the check, none is installed, the frame cache is off for the process
 with one WARNING naming what failed (`unavailable`), and the graph cache works as always
-(tests/python/test_torch_internals.py removes or changes each in turn).
+(tests/python/torch_glue/test_torch_internals.py removes or changes each in turn).
 
 Every failure of ours is a fallback to Dynamo's own path, counted `frames.internal_error.<phase>`; counters
 `frames.hits`, `frames.misses`, `frames.recorded`, `frames.bypass.<reason>`.

@@ -35,7 +35,7 @@ import torch
 from aotcache.torch_glue import dynamo as dynamo_glue
 
 # Folded functions whose answer depends only on their arguments (checked against torch's table by
-# tests/python/test_process_state.py, so a torch that adds a function is classified there).
+# tests/python/frames/test_process_state.py, so a torch that adds a function is classified there).
 PURE = frozenset(
     {
         "torch._assert",

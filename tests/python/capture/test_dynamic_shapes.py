@@ -88,7 +88,7 @@ def test_divisibility_guards_separate_candidates(run_fresh):
 def test_declared_range_is_served_only_by_a_candidate_compiled_for_all_of_it(run_fresh):
     # The graph pipeline's choice, so frames off: with them on, the first process's frame serves the second call, as
     # Dynamo's own guards do within one process (they check the marked dims, not the declared bounds; the frame's
-    # guards hold 2 <= s0 <= 32, so the code is valid for 20). tests/python/test_frames.py covers the frame side.
+    # guards hold 2 <= s0 <= 32, so the code is valid for 20). tests/python/frames/test_frames.py covers the frame side.
     off = {"AOTCACHE_FRAMES": "0"}
     run_fresh("shapes", "--sizes", "16", "--max", "32", env=off)
     # The first candidate holds at 20 but was compiled for s0 <= 32; mark_dynamic(max=64) demands code valid up to

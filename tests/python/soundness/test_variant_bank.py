@@ -13,8 +13,8 @@ AOTCACHE_BANK_TORCH=1 also runs each pair with backend="inductor" and torch's ow
 (never asserted) and writes the side-by-side table to AOTCACHE_BANK_REPORT (default build/variant_bank.md).
 scripts/variant_bank_report.py does the same outside pytest.
 
-    pytest -q tests/python/test_variant_bank.py                  # the bank, aotcache's side (a few minutes)
-    pytest -q tests/python/test_variant_bank.py -k salt          # one case
+    pytest -q tests/python/soundness/test_variant_bank.py                  # the bank, aotcache's side (a few minutes)
+    pytest -q tests/python/soundness/test_variant_bank.py -k salt          # one case
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from pathlib import Path
 import pytest
 
 import variant_bank as vb
+from conftest import REPO
 
 WORKERS = int(os.environ.get("AOTCACHE_BANK_WORKERS", "2"))
 WITH_TORCH = os.environ.get("AOTCACHE_BANK_TORCH", "") == "1"
 STRICT = os.environ.get("AOTCACHE_BANK_STRICT", "") == "1"
-REPO = Path(__file__).resolve().parents[2]
 
 HITS = [c for c in vb.CASES if c.expected == "hit"]
 MISSES = [c for c in vb.CASES if c.expected == "miss"]

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-HERE = Path(__file__).parent
+from conftest import SUPPORT
+
+HERE = SUPPORT
 
 
 def _spawn(backend: str, out: Path, cache: Path, inductor: Path) -> subprocess.Popen:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import assert_bitwise_equal
+from conftest import SUPPORT, assert_bitwise_equal
 
 pytestmark = pytest.mark.timeout(1500)  # torchrun jobs of 2 and 4 ranks on 2 cores
-HERE = Path(__file__).parent
+HERE = SUPPORT
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 
 

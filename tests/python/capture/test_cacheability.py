@@ -23,8 +23,9 @@ from cacheability_cases import BY_NAME, CASES
 
 from aotcache import _core
 from aotcache.capture import graph as capture
+from conftest import SUPPORT
 
-HERE = Path(__file__).parent
+HERE = SUPPORT
 # The first test pays for the three passes of the module fixture (every case compiled in three processes).
 pytestmark = pytest.mark.timeout(2400)
 

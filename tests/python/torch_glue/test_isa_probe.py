@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+from conftest import SUPPORT
+
+HERE = SUPPORT
 
 
 def probe(cache_dir: Path, inductor_dir: Path, *flags: str) -> dict:

@@ -11,7 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "python" / "aotcache"
+from conftest import REPO
+
+PACKAGE = REPO / "python" / "aotcache"
 
 # Lowest first. A module may import modules of its own layer or a lower one. Within a layer the graph must still be
 # acyclic. (A prefix names a package and its modules; "aotcache" alone is the facade, __init__.py.)

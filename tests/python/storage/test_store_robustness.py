@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from aotcache import _core
-from conftest import cli
+from conftest import SUPPORT, cli
 
-WORKER = Path(__file__).with_name("store_worker.py")
+WORKER = SUPPORT / "store_worker.py"
 
 
 def _spawn(cache_dir: Path, mode: str, seed: int, iterations: int) -> subprocess.Popen:

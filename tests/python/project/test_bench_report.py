@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
 import run  # noqa: E402  (bench/run.py)
 
 

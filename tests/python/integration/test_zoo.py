@@ -13,8 +13,8 @@ Items: AOTCACHE_ZOO (unset or `ci`: zoo_models.CI_ITEMS, what `make test` and CI
 the passes are skipped; `all`: every item, `make zoo`, about 20 minutes; or a list such as
 `gpt2,t5:train,generate`, see zoo_models.parse_items).
 
-    AOTCACHE_ZOO=all .venv/bin/python -m pytest -q -s tests/python/test_zoo.py     # prints the table
-    .venv/bin/python tests/python/test_zoo.py --items llama:train --keep /tmp/zoo   # without pytest; exit 1 on failure
+    AOTCACHE_ZOO=all .venv/bin/python -m pytest -q -s tests/python/integration/test_zoo.py     # prints the table
+    .venv/bin/python tests/python/integration/test_zoo.py --items llama:train --keep /tmp/zoo   # without pytest; exit 1 on failure
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ import pytest
 import torch
 
 import zoo_models
-from conftest import frames_on
+from conftest import SUPPORT, frames_on
 
-HERE = Path(__file__).parent
+HERE = SUPPORT
 # `make test` (CI) runs the CI subset; `make zoo` all of it; AOTCACHE_ZOO=off skips the passes. The checks of the
 # judge and of bench/zoo.py's arithmetic (no processes, under a second) run either way.
 needs_zoo = pytest.mark.skipif(os.environ.get("AOTCACHE_ZOO") == "off", reason="AOTCACHE_ZOO=off")

@@ -7,13 +7,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import SUPPORT
 from fault_injection_worker import COUNTED_AS, PHASES
 
-HERE = Path(__file__).parent
+HERE = SUPPORT
 pytestmark = pytest.mark.timeout(1200)
 
 

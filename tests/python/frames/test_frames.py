@@ -26,9 +26,9 @@ import torch
 sys.modules.setdefault("frame_helpers", __import__("frame_helpers_v1"))  # frame_cases imports it; workers get theirs
 import frame_cases  # noqa: E402
 
-from conftest import cli, graph_keys, loaded_guards_unmatched  # noqa: E402
+from conftest import SUPPORT, cli, graph_keys, loaded_guards_unmatched  # noqa: E402
 
-HERE = Path(__file__).parent
+HERE = SUPPORT
 CASES = list(frame_cases.CASES)
 FAULT_PHASES = ("key", "load", "record")
 FAULT_CASES = ["mlp_train", "graph_break", "automatic_dynamic"]

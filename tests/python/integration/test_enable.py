@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import assert_bitwise_equal
+from conftest import SUPPORT, assert_bitwise_equal
 
 pytestmark = pytest.mark.timeout(1500)  # fresh processes: the Trainer, torchrun
-HERE = Path(__file__).parent
+HERE = SUPPORT
 EXE = Path(sys.executable).parent / "aotcache"
 
 

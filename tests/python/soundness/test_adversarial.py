@@ -10,8 +10,8 @@ Per case: no exception anywhere; cold == inductor (bitwise unless the case state
 (bitwise); cold close to eager; the same Dynamo graphs and graph breaks as inductor, every graph counted once as a
 hit, miss or bypass; the warm process meets the case's expectation (docs/guide/what-is-cached.md).
 
-    .venv/bin/python -m pytest -q tests/python/test_adversarial.py -s      # prints the table
-    .venv/bin/python tests/python/test_adversarial.py --table [--cases a,b] [--keep DIR]
+    .venv/bin/python -m pytest -q tests/python/soundness/test_adversarial.py -s      # prints the table
+    .venv/bin/python tests/python/soundness/test_adversarial.py --table [--cases a,b] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import pytest
 import torch
 
 from adversarial_cases import BY_NAME, CASES, Case, case_cache_dir, entry_files
-from conftest import frames_on
+from conftest import SUPPORT, frames_on
 
-HERE = Path(__file__).parent
+HERE = SUPPORT
 PASS_TIMEOUT_S = 1500
 # The first test pays for the passes of the module fixture (about 8-10 minutes on 2 cores).
 pytestmark = pytest.mark.timeout(2 * PASS_TIMEOUT_S + 300)

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO
+
 pytestmark = [
     pytest.mark.skipif(
         not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"),
@@ -33,7 +35,7 @@ pytestmark = [
     ),
     pytest.mark.timeout(900),
 ]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 PROGRAM = """
 import torch

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from aotcache import _core
+from conftest import SUPPORT
 
-HERE = Path(__file__).parent
+HERE = SUPPORT
 
 
 @pytest.fixture

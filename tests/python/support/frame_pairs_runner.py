@@ -10,7 +10,7 @@ raised, B's results equal the reference's bit for bit, the verifier counted no m
 error, and B printed no warning the reference did not. `differs` (A's results differ from the reference's) says the
 pair changes something observable; the fixed attack table requires it.
 
-usage: python tests/python/frame_pairs_runner.py [--seed S --n N | --attack] [--keep DIR] [--workers W]
+usage: python tests/python/support/frame_pairs_runner.py [--seed S --n N | --attack] [--keep DIR] [--workers W]
 """
 
 from __future__ import annotations

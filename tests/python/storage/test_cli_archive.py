@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from aotcache import _core
-from conftest import assert_bitwise_equal, cli
+from conftest import SUPPORT, assert_bitwise_equal, cli
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(SUPPORT))
 from store_worker import key_for, payload  # noqa: E402
 
 EXE = Path(sys.executable).parent / "aotcache"

@@ -7,9 +7,10 @@ of its subsystem."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "python" / "aotcache"
+from conftest import REPO
+
+PACKAGE = REPO / "python" / "aotcache"
 GLUE = "torch_glue/"
 
 

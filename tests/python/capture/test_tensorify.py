@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import sympy
@@ -22,7 +21,7 @@ import aotcache
 from aotcache import tensorify
 from aotcache.capture import symbolic
 from aotcache.errors import Bypass
-from conftest import frames_on
+from conftest import SUPPORT, frames_on
 
 pytestmark = pytest.mark.frames_off_too  # runs again with the frame cache off (make test)
 
@@ -247,7 +246,7 @@ def test_hf_models_under_dynamic_true_with_a_scheduled_compiled_step(tmp_path):
     with a compiled AdamW step and a cosine schedule: every float is symbolic (norm eps, attention scaling, the
     learning rate). Cold compiles and records the tensorify restarts; warm with frames on compiles nothing; warm with
     frames off replays each restart and hits every graph; all bitwise equal to uncached inductor."""
-    here = Path(__file__).parent
+    here = SUPPORT
     env = {**os.environ, "AOTCACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
 
     def run(backend: str, label: str, **extra: str) -> dict:
