@@ -1,6 +1,6 @@
 """Warm start of real clients against torch's own warm caches: PyTorch Lightning's Trainer with a compiled
-LightningModule, and PEFT LoRA on a small Llama (tests/python/support/clients_worker.py), measured as the zoo measures: each
-client's time from the start of its run (imports done) to its results, in fresh processes.
+LightningModule, and PEFT LoRA on a small Llama (tests/python/support/clients_worker.py), measured as the zoo measures:
+each client's time from the start of its run (imports done) to its results, in fresh processes.
 
     .venv/bin/python bench/clients.py [--reps 3] [--out-dir bench/results]
 

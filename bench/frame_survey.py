@@ -1,4 +1,5 @@
-"""Which frames a warm process is not served, and why: the zoo (every model and workload of tests/python/support/zoo_models.py)
+"""Which frames a warm process is not served, and why: the zoo (every model and workload of
+tests/python/support/zoo_models.py)
 and the real clients (tests/python/support/clients_worker.py: Lightning's Trainer, PEFT LoRA) with the frame cache on.
 
     .venv/bin/python bench/frame_survey.py [--items all|ci|ITEM,...] [--out-dir bench/results]

@@ -1,5 +1,5 @@
-"""The model zoo benchmark: Hugging Face models (tests/python/support/zoo_models.py) under torch's built-in caches and under
-aotcache, cold and warm, each measurement in a fresh process (tests/python/support/zoo_worker.py).
+"""The model zoo benchmark: Hugging Face models (tests/python/support/zoo_models.py) under torch's built-in caches and
+under aotcache, cold and warm, each measurement in a fresh process (tests/python/support/zoo_worker.py).
 
     .venv/bin/python bench/zoo.py                               # every model, 2 repetitions (make bench-zoo)
     .venv/bin/python bench/zoo.py --models gpt2,llama --reps 1  # a subset

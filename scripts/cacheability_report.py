@@ -1,5 +1,5 @@
-"""Runs the cacheability cases (tests/python/support/cacheability_cases.py) in three fresh processes and prints a markdown
-table: aotcache's verdict in each process beside torch 2.13's own AOTAutograd cacheability verdict.
+"""Runs the cacheability cases (tests/python/support/cacheability_cases.py) in three fresh processes and prints a
+markdown table: aotcache's verdict in each process beside torch 2.13's own AOTAutograd cacheability verdict.
 
 usage: .venv/bin/python scripts/cacheability_report.py [--keep DIR]
 """

@@ -10,7 +10,8 @@ the private names aotcache uses (its `_LENT` table) and holding the probes of th
     patching       `Patches`: pass-throughs installed into torch all together or not at all
     lazy           how a module lends a name (imported on first use)
 
-Nothing else in aotcache imports a private torch module or reads `torch._*` (tests/python/torch_glue/test_torch_boundary.py).
+Nothing else in aotcache imports a private torch module or reads `torch._*`
+(tests/python/torch_glue/test_torch_boundary.py).
 """
 
 from aotcache.torch_glue import aot_autograd, compile_entry, dynamo, inductor  # noqa: F401  (register features)

@@ -14,7 +14,8 @@ the passes are skipped; `all`: every item, `make zoo`, about 20 minutes; or a li
 `gpt2,t5:train,generate`, see zoo_models.parse_items).
 
     AOTCACHE_ZOO=all .venv/bin/python -m pytest -q -s tests/python/integration/test_zoo.py     # prints the table
-    .venv/bin/python tests/python/integration/test_zoo.py --items llama:train --keep /tmp/zoo   # without pytest; exit 1 on failure
+    .venv/bin/python tests/python/integration/test_zoo.py --items llama:train --keep /tmp/zoo   # without pytest
+    (exit status 1 on a failure)
 """
 
 from __future__ import annotations

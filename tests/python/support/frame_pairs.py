@@ -627,7 +627,8 @@ def run(backend):
     ),
     # Zoo models: the use sits inside a Hugging Face model's own code path, in a subclass of one of its modules
     # swapped in by __class__ (weights kept), as kernel libraries and fine-tuning tools swap them. Small configs of the
-    # zoo's architectures (tests/python/support/zoo_models.py), random weights; the zoo's workloads (train, generate, infer).
+    # zoo's architectures (tests/python/support/zoo_models.py), random weights; the zoo's workloads (train, generate,
+    # infer).
     Base(
         "hf_gpt2_train",
         """

@@ -6,8 +6,8 @@ cache; B, on the same cache, must hit (the change cannot alter the compiled code
 
 The same pair runs on two sides:
 - "aotcache": torch.compile(backend="aotcache"), AOTCACHE_DIR fresh per pair, Inductor's kernel directory shared
-  by all pairs (as on one machine); this side is asserted by tests/python/soundness/test_variant_bank.py. With the frame cache
-  on (the default), B runs twice from A's cache (AOTCACHE_BANK_NOFRAMES=misses: only a must-miss pair's B): as the
+  by all pairs (as on one machine); this side is asserted by tests/python/soundness/test_variant_bank.py. With the
+  frame cache on (the default), B runs twice from A's cache (AOTCACHE_BANK_NOFRAMES=misses: only a must-miss pair's B): as the
   environment says, and with the frame cache off (AOTCACHE_FRAMES=0, B_noframes, from its own copy of the directory
   A left); both must do what the case says, except that B may be served A's frame where the graph key must miss
   but Dynamo's guards hold (a storage offset: Dynamo would reuse A's code in one process too); then B_noframes must

@@ -1,7 +1,7 @@
 """The model zoo: small Hugging Face models built in code (random weights, nothing downloaded) and their workloads.
 
-Used by tests/python/support/zoo_worker.py (tests/python/integration/test_zoo.py) and bench/zoo.py. A zoo item is "MODEL:WORKLOAD";
-`prepare(item, backend)` builds the model and inputs (seeded, not timed) and returns a callable that compiles and
+Used by tests/python/support/zoo_worker.py (tests/python/integration/test_zoo.py) and bench/zoo.py. A zoo item is
+"MODEL:WORKLOAD"; `prepare(item, backend)` builds the model and inputs (seeded, not timed) and returns a callable that compiles and
 runs the workload with `torch.compile(..., backend=backend)` (or a peer: `EAGER`, `AOT_COMPILE`) and returns every
 result as a dict of tensors. Workloads
 run under torch.use_deterministic_algorithms(True) (Inductor's CPU embedding backward accumulates in thread order
