@@ -3,9 +3,9 @@
     .venv/bin/python scripts/variant_bank_report.py [--out build/variant_bank.md] [--workers 2] [--cases a,b]
 
 Each case is a pair of fresh processes on one fresh cache (tests/python/support/variant_bank.py). aotcache's side is
-what tests/python/soundness/test_variant_bank.py asserts; torch's side (backend="inductor", its local AOTAutograd +
-FX graph caches, a fresh TORCHINDUCTOR_CACHE_DIR per pair) is only recorded. The table goes to stdout and to --out; the exit status
-is 1 when any aotcache pair did not do what its case expects.
+what tests/python/soundness/test_variant_bank.py asserts; torch's side (backend="inductor", its local AOTAutograd + FX
+graph caches, a fresh TORCHINDUCTOR_CACHE_DIR per pair) is only recorded. The table goes to stdout and to --out; the
+exit status is 1 when any aotcache pair did not do what its case expects.
 """
 
 from __future__ import annotations

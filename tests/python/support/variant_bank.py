@@ -6,14 +6,13 @@ cache; B, on the same cache, must hit (the change cannot alter the compiled code
 
 The same pair runs on two sides:
 - "aotcache": torch.compile(backend="aotcache"), AOTCACHE_DIR fresh per pair, Inductor's kernel directory shared
-  by all pairs (as on one machine); this side is asserted by tests/python/soundness/test_variant_bank.py. With the
-  frame cache on (the default), B runs twice from A's cache (AOTCACHE_BANK_NOFRAMES=misses: only a must-miss pair's B): as the
-  environment says, and with the frame cache off (AOTCACHE_FRAMES=0, B_noframes, from its own copy of the directory
-  A left); both must do what the case says, except that B may be served A's frame where the graph key must miss
-  but Dynamo's guards hold (a storage offset: Dynamo would reuse A's code in one process too); then B_noframes must
-  miss and B's output match eager. A must-hit pair marked `served_frame` also needs B (frames on) served A's frame
-  without tracing: the frame key must leave such a change out (it once missed every frame in another working
-  directory).
+  by all pairs (as on one machine); this side is asserted by tests/python/soundness/test_variant_bank.py. With the frame
+  cache on (the default), B runs twice from A's cache (AOTCACHE_BANK_NOFRAMES=misses: only a must-miss pair's B): as the
+  environment says, and with the frame cache off (AOTCACHE_FRAMES=0, B_noframes, from its own copy of the directory A
+  left); both must do what the case says, except that B may be served A's frame where the graph key must miss but
+  Dynamo's guards hold (a storage offset: Dynamo would reuse A's code in one process too); then B_noframes must miss and
+  B's output match eager. A must-hit pair marked `served_frame` also needs B (frames on) served A's frame without
+  tracing: the frame key must leave such a change out (it once missed every frame in another working directory).
 - "torch": torch.compile(backend="inductor") with torch's own local AOTAutograd + FX graph caches on and a fresh
   TORCHINDUCTOR_CACHE_DIR per pair; its verdict is only recorded (scripts/variant_bank_report.py).
 

@@ -1,11 +1,10 @@
 """The model zoo: small Hugging Face models built in code (random weights, nothing downloaded) and their workloads.
 
 Used by tests/python/support/zoo_worker.py (tests/python/integration/test_zoo.py) and bench/zoo.py. A zoo item is
-"MODEL:WORKLOAD"; `prepare(item, backend)` builds the model and inputs (seeded, not timed) and returns a callable that compiles and
-runs the workload with `torch.compile(..., backend=backend)` (or a peer: `EAGER`, `AOT_COMPILE`) and returns every
-result as a dict of tensors. Workloads
-run under torch.use_deterministic_algorithms(True) (Inductor's CPU embedding backward accumulates in thread order
-otherwise) with fixed seeds, so two processes give bitwise equal results.
+"MODEL:WORKLOAD"; `prepare(item, backend)` builds the model and inputs (seeded, not timed) and returns a callable that
+compiles and runs the workload with `torch.compile(..., backend=backend)` (or a peer: `EAGER`, `AOT_COMPILE`) and
+returns every result as a dict of tensors. Workloads run under torch.use_deterministic_algorithms(True) (Inductor's CPU
+embedding backward accumulates in thread order otherwise) with fixed seeds, so two processes give bitwise equal results.
 
   train     one training step in train mode (dropout on where the config has it): loss, logits, gradients
   infer     one inference call in eval mode under no_grad: logits
