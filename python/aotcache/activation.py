@@ -36,7 +36,3 @@ def _configured(current: settings.Settings) -> None:
         from aotcache import frames
 
         frames.enable()
-
-
-def active() -> bool:
-    return _active

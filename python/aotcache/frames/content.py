@@ -119,7 +119,7 @@ def _source_of(code: types.CodeType) -> tuple[str, str]:
     name = module.__name__
     digest = module_digest(name)
     try:
-        lines, first = inspect.getsourcelines(code)
+        _, first = inspect.getsourcelines(code)
     except (OSError, TypeError) as e:
         raise Unportable(f"inlined code {code.co_qualname} has no source: {e}") from None
     # Comprehensions and lambdas report their enclosing lines; the file digest covers them either way.

@@ -48,12 +48,6 @@ class Distrust:
         return self.reason
 
 
-def untrusted_reason(directory: str) -> str | None:
-    """None when only this user (or root) can have written `directory` and the folders in it; else why not."""
-    verdict = judge(directory)
-    return verdict.reason if verdict else None
-
-
 def judge(directory: str) -> Distrust | None:
     """None when only this user (or root) can have written `directory` and the folders in it; else why not and
     what fixes it."""

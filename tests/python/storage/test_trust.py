@@ -15,6 +15,11 @@ from aotcache import counters, settings
 from aotcache.storage import opened, trust
 
 
+def _reason(directory: str) -> str | None:
+    verdict = trust.judge(directory)
+    return verdict.reason if verdict else None
+
+
 def _cfg(directory, **kw):
     return settings.Settings(**{**settings.current().__dict__, "cache_dir": str(directory), **kw})
 
@@ -34,7 +39,7 @@ def test_a_new_store_is_private(tmp_path):
     assert opened.local_store(_cfg(d)) is not None
     for path in [d, *[p for p in d.rglob("*") if p.is_dir()]]:
         assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0, path
-    assert trust.untrusted_reason(str(d)) is None
+    assert _reason(str(d)) is None
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o775, 0o757])
@@ -58,7 +63,7 @@ def test_a_writable_subdirectory_is_refused_too(tmp_path):
     assert opened.local_store(_cfg(d)) is not None
     sub = next(p for p in d.iterdir() if p.is_dir())
     os.chmod(sub, 0o777)
-    assert "can be written by others" in trust.untrusted_reason(str(d))
+    assert "can be written by others" in _reason(str(d))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the directory to another user")
@@ -66,7 +71,7 @@ def test_a_directory_another_user_owns_is_refused(tmp_path):
     d = tmp_path / "theirs"
     d.mkdir(mode=0o700)
     os.chown(d, 65534, -1)
-    assert "owned by uid 65534" in trust.untrusted_reason(str(d))
+    assert "owned by uid 65534" in _reason(str(d))
 
 
 def test_signed_entries_make_any_directory_usable(tmp_path):
@@ -83,12 +88,12 @@ def test_a_folder_above_that_others_can_write_is_refused(tmp_path):
     above.mkdir()
     d = above / "cache"
     assert opened.local_store(_cfg(d)) is not None  # created private, below a private folder: used
-    assert trust.untrusted_reason(str(d)) is None
+    assert _reason(str(d)) is None
     os.chmod(above, 0o777)  # others could move `cache` aside and put theirs in its place
-    assert "a folder above it, can be written by others" in trust.untrusted_reason(str(d))
-    assert "a folder above it" in trust.untrusted_reason(str(above / "not-yet" / "cache"))
+    assert "a folder above it, can be written by others" in _reason(str(d))
+    assert "a folder above it" in _reason(str(above / "not-yet" / "cache"))
     os.chmod(above, 0o777 | stat.S_ISVTX)  # sticky, like /tmp: they cannot rename what they do not own
-    assert trust.untrusted_reason(str(d)) is None
+    assert _reason(str(d)) is None
 
 
 def test_a_symlinked_directory_is_judged_by_where_it_points(tmp_path):
@@ -96,9 +101,9 @@ def test_a_symlinked_directory_is_judged_by_where_it_points(tmp_path):
     assert opened.local_store(_cfg(d)) is not None
     link = tmp_path / "link"
     link.symlink_to(d)
-    assert trust.untrusted_reason(str(link)) is None  # the link's own mode (rwxrwxrwx) says nothing
+    assert _reason(str(link)) is None  # the link's own mode (rwxrwxrwx) says nothing
     os.chmod(d, 0o777)
-    assert "can be written by others" in trust.untrusted_reason(str(link))
+    assert "can be written by others" in _reason(str(link))
 
 
 @pytest.mark.parametrize("mode", [0o666, 0o664, 0o646])
