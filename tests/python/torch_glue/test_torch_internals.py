@@ -53,8 +53,8 @@ INTERNALS = [
 
 
 @pytest.mark.parametrize("internal", INTERNALS)
-def test_a_missing_internal_turns_the_frame_cache_off_and_nothing_else(internal, tmp_path):
-    env = dict(os.environ, AOTCACHE_DIR=str(tmp_path / "cache"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+def test_a_missing_internal_turns_the_frame_cache_off_and_nothing_else(internal, tmp_path, inductor_dir):
+    env = dict(os.environ, AOTCACHE_DIR=str(tmp_path / "cache"), TORCHINDUCTOR_CACHE_DIR=str(inductor_dir))
     env.pop("AOTCACHE_FRAMES", None)
     proc = subprocess.run(
         [sys.executable, "-c", PROGRAM, internal], env=env, capture_output=True, text=True, timeout=300
@@ -143,10 +143,11 @@ FEATURE_PROGRAM = textwrap.dedent(
 
 
 @pytest.mark.parametrize("case", sorted(FEATURE_CASES))
-def test_a_changed_internal_turns_its_feature_off_with_one_warning(case, tmp_path):
+def test_a_changed_internal_turns_its_feature_off_with_one_warning(case, tmp_path, inductor_dir):
     feature = case.split(":")[0]
     setup, title = FEATURE_CASES[case]
-    env = dict(os.environ, AOTCACHE_DIR=str(tmp_path / "cache"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    # The session's kernel directory (conftest): each case's program builds the same kernel, once for all of them.
+    env = dict(os.environ, AOTCACHE_DIR=str(tmp_path / "cache"), TORCHINDUCTOR_CACHE_DIR=str(inductor_dir))
     proc = subprocess.run(
         [sys.executable, "-c", FEATURE_PROGRAM, setup], env=env, capture_output=True, text=True, timeout=300
     )
