@@ -71,7 +71,7 @@ def enable() -> bool:
         patches = Patches("aotcache.enable()").replace(cls, "__init__", __init__).replace(cls, "__call__", __call__)
         if not patches.install():  # neither stays (one WARNING): the default backend stays inductor
             return False
-        default_routing.set_routed({"__init__": init, "__call__": call})
+        default_routing.set_routed(True)
         _patches.append(patches)
         return True
 
@@ -83,7 +83,7 @@ def disable() -> None:
         if not default_routing.enabled():
             return
         _patches.pop().uninstall()
-        default_routing.set_routed(None)
+        default_routing.set_routed(False)
 
 
 def enabled() -> bool:

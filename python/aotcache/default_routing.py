@@ -7,26 +7,20 @@ from __future__ import annotations
 
 from typing import Any
 
-_originals: dict[str, Any] = {}  # the wrapper's own methods while routed
+_routed = [False]  # set by default_backend.enable() / disable()
 
 
-def set_routed(originals: dict[str, Any] | None) -> None:
-    """Routed with the wrapper's own methods `originals`; None: not routed."""
-    _originals.clear()
-    _originals.update(originals or {})
+def set_routed(on: bool) -> None:
+    _routed[0] = on
 
 
 def enabled() -> bool:
-    return bool(_originals)
-
-
-def originals() -> dict[str, Any]:
-    return dict(_originals)
+    return _routed[0]
 
 
 def routed(compiler_fn: Any) -> bool:
     """Whether `compiler_fn` is a default-backend wrapper that compiles through aotcache now."""
-    if not _originals:
+    if not _routed[0]:
         return False
     from aotcache.torch_glue import compile_entry
 
